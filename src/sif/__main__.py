@@ -1,0 +1,5 @@
+"""``python -m sif``."""
+
+from sif.cli import main
+
+main()

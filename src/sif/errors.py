@@ -1,0 +1,47 @@
+"""The one exception hierarchy of sif.
+
+::
+
+    SifError                    base of everything sif raises on purpose
+    ├── ConfigError             a bad argument or option; raised before any work starts
+    ├── IndexError_             the persistent index cannot be used
+    │   ├── IndexCorrupt        the file is not a readable sif index (``--rebuild`` recovers)
+    │   ├── IndexInUse          another process writes the index
+    │   └── IndexParamsMismatch the index holds fingerprints made with other parameters
+    └── InputError              an input (a report, an anchor file, a digest list) is unreadable
+
+Per-file problems met during a scan are never raised to the caller: they are
+:class:`sif.events.ScanWarning` values handed to the ``on_warning`` callback.
+The CLI maps this hierarchy to messages and exit codes in one place
+(:mod:`sif.cli.common`).
+"""
+
+from __future__ import annotations
+
+
+class SifError(Exception):
+    """Base class of the errors sif raises on purpose."""
+
+
+class ConfigError(SifError):
+    """A bad argument or option, detected before any work starts."""
+
+
+class IndexError_(SifError):  # noqa: N801 - IndexError is a builtin
+    """The persistent index cannot be used."""
+
+
+class IndexCorrupt(IndexError_):
+    """The index file is damaged or is not a sif index."""
+
+
+class IndexInUse(IndexError_):
+    """Another process holds the index for writing."""
+
+
+class IndexParamsMismatch(IndexError_):
+    """The index holds fingerprints made under other parameters."""
+
+
+class InputError(SifError):
+    """An input file that sif must parse (a report, anchors, digests) is unusable."""
