@@ -27,7 +27,7 @@ class ConfigError(SifError):
     """A bad argument or option, detected before any work starts."""
 
 
-class IndexError_(SifError):  # noqa: N801 - IndexError is a builtin
+class IndexError_(SifError):
     """The persistent index cannot be used."""
 
 
