@@ -77,3 +77,129 @@ def quiet_option(func: F) -> F:
     return click.option(
         "-q", "--quiet", is_flag=True, help="No progress bar, summary or warnings on stderr."
     )(func)
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    from sif.walk import parse_size
+
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def walk_options(func: F) -> F:
+    """The filters every command that walks a tree takes (see :mod:`sif.walk`)."""
+    options = [
+        click.option(
+            "--from-file",
+            "from_file",
+            type=click.File("rb"),
+            help="Read more paths from FILE, one per line ('-' for stdin).",
+        ),
+        click.option(
+            "-0",
+            "--null",
+            "null",
+            is_flag=True,
+            help="Paths in --from-file end with NUL; output names end with NUL too.",
+        ),
+        click.option(
+            "--min-size",
+            callback=_size,
+            default="0",
+            help="Skip files smaller than this (4K, 1M...).",
+        ),
+        click.option("--max-size", callback=_size, help="Skip files larger than this."),
+        click.option(
+            "--include", multiple=True, metavar="GLOB", help="Only files matching GLOB (repeat)."
+        ),
+        click.option(
+            "--exclude",
+            multiple=True,
+            metavar="GLOB",
+            help="Skip files and directories matching GLOB (repeat). "
+            "A glob with '/' matches the whole path, else the name.",
+        ),
+        click.option(
+            "--hidden/--no-hidden",
+            default=True,
+            show_default=True,
+            help="Include files and directories whose name starts with '.'.",
+        ),
+        click.option(
+            "-L",
+            "--follow-symlinks",
+            is_flag=True,
+            help="Follow symbolic links (loops are detected). Off by default.",
+        ),
+        click.option(
+            "-x", "--one-file-system", is_flag=True, help="Stay on the file system of each root."
+        ),
+        click.option("--empty", is_flag=True, help="Include empty files (left out by default)."),
+    ]
+    for opt in reversed(options):
+        func = opt(func)
+    return func
+
+
+def collect_roots(paths: tuple[str, ...], from_file: Any, null: bool) -> list[str]:
+    """The command-line paths followed by those of ``--from-file``; at least one."""
+    from sif.walk import read_path_list
+
+    roots = list(paths)
+    if from_file is not None:
+        roots.extend(read_path_list(from_file, nul=null))
+    if not roots:
+        raise click.UsageError("no PATH given (and no --from-file)")
+    return roots
+
+
+class StderrProgress:
+    """A rich progress bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._console = Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self._console,
+            transient=True,
+        )
+        self._task: Any = None
+        self._progress.start()
+
+    def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
+        if self._task is not None:
+            self._progress.remove_task(self._task)
+        self._task = self._progress.add_task(f"{name} ({unit})", total=total)
+
+    def advance(self, amount: int = 1) -> None:
+        if self._task is not None:
+            self._progress.advance(self._task, amount)
+
+    def log(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def make_progress(quiet: bool) -> Any:
+    """A progress bar on stderr when it is a terminal and not ``quiet``; else ``None``."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    return StderrProgress()

@@ -1,9 +1,81 @@
-"""``sif dupes``: work in progress."""
+"""``sif dupes``: groups of exact replicas."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
 
 import click
 
+from sif.cli.common import (
+    EXIT_OK,
+    EXIT_WARNINGS,
+    WarningCounter,
+    collect_roots,
+    fail_cleanly,
+    format_option,
+    make_progress,
+    quiet_option,
+    walk_options,
+)
+from sif.exact import DupesStats, find_duplicates
+from sif.report import DUPES_FORMATS, human_size, write_dupes
+
 
 @click.command()
-def dupes() -> None:
-    """Groups of exact replicas (in progress)."""
-    raise click.ClickException("not yet")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@walk_options
+@format_option(*DUPES_FORMATS)
+@click.option(
+    "--threads", type=click.IntRange(1, 64), help="Reader threads (default: 2x cores, at most 4)."
+)
+@quiet_option
+@fail_cleanly
+def dupes(
+    paths: tuple[str, ...],
+    from_file: Any,
+    null: bool,
+    fmt: str,
+    threads: int | None,
+    quiet: bool,
+    **filters: Any,
+) -> None:
+    """Groups of exact replicas (identical content) among the files under PATHS.
+
+    Files are compared by size, then block by block, byte for byte. Hardlinks
+    of one file are one file: their names are listed together and never count
+    as redundant. Empty files are left out (--empty), symbolic links are not
+    followed (-L) and hidden files are included (--no-hidden).
+
+    Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
+    """
+    roots = collect_roots(paths, from_file, null)
+    warnings = WarningCounter(quiet)
+    stats = DupesStats()
+    progress = make_progress(quiet)
+    try:
+        groups = list(
+            find_duplicates(
+                roots,
+                threads=threads,
+                on_warning=warnings,
+                progress=progress,
+                stats=stats,
+                **filters,
+            )
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    out = sys.stdout.buffer
+    write_dupes(groups, out, fmt, nul=null)
+    out.flush()
+    if not quiet:
+        click.echo(
+            f"sif: {stats.files:,} files scanned ({human_size(stats.bytes_scanned)}), "
+            f"{stats.groups:,} groups of replicas, {stats.redundant_files:,} redundant files "
+            f"({human_size(stats.redundant_bytes)}), {human_size(stats.bytes_read)} read, "
+            f"{warnings.count} warnings, {stats.seconds:.2f} s",
+            err=True,
+        )
+    sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)

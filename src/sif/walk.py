@@ -1,0 +1,335 @@
+"""The file-system walker: roots in, a stream of :class:`FileRecord` out.
+
+Defaults (the same in every command):
+
+- directories are walked recursively; a root may be a file or a directory;
+- hidden files and directories (a name starting with ``.``) are included,
+  as fdupes and jdupes do; ``hidden=False`` skips them;
+- symbolic links are not followed, except a root given on the command line
+  that is a link (``find -H``); ``follow_symlinks=True`` follows them all,
+  and a directory reached twice (a loop, or two links to one place) is
+  walked once;
+- FIFOs, sockets and devices are never opened, only counted;
+- empty files are left out unless ``empty=True``;
+- every problem (permission denied, a file that vanished, a symlink loop, a
+  name that is not valid UTF-8) is a :class:`ScanWarning` handed to
+  ``on_warning``; the walk goes on.
+
+Paths are ``str``; bytes that are not valid UTF-8 are carried as surrogate
+escapes (:func:`os.fsdecode`), so :func:`os.fsencode` gives the exact name
+back.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from sif.errors import ConfigError
+from sif.events import ScanWarning, WarningSink, ignore_warning
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """A regular file met by the walker, with what ``lstat`` (or ``stat``) said of it."""
+
+    path: str
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    nlink: int = 1
+
+
+@dataclass(frozen=True)
+class WalkOptions:
+    """Which files the walker yields. Sizes are in bytes, bounds inclusive.
+
+    ``include`` and ``exclude`` are shell globs. A glob without ``/`` matches
+    the file's name; a glob with ``/`` matches the whole path. ``exclude``
+    also prunes directories; ``include`` applies to files only.
+    """
+
+    min_size: int = 0
+    max_size: int | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    hidden: bool = True
+    follow_symlinks: bool = False
+    one_file_system: bool = False
+    empty: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_size < 0:
+            raise ConfigError(f"--min-size must be >= 0, got {self.min_size}")
+        if self.max_size is not None and self.max_size < self.min_size:
+            raise ConfigError(
+                f"--max-size ({self.max_size}) is smaller than --min-size ({self.min_size})"
+            )
+
+
+@dataclass
+class WalkStats:
+    """What the walker met, for the summary."""
+
+    files: int = 0
+    bytes: int = 0
+    directories: int = 0
+    special: int = 0
+    symlinks_skipped: int = 0
+    filtered: int = 0
+    warnings: int = 0
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``"10"``, ``"4K"``, ``"1.5MiB"``, ``"2G"`` -> bytes (binary units).
+
+    Raises :class:`ConfigError` for anything else.
+    """
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ConfigError(f"not a size: {text!r} (use e.g. 100, 4K, 10M, 1G)")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+
+
+def read_path_list(stream: BinaryIO, nul: bool = False) -> Iterator[str]:
+    """Paths from a list, one per line (or NUL-terminated with ``nul``), as raw names.
+
+    Empty entries are skipped. Names keep their exact bytes (surrogate escapes).
+    """
+    data = stream.read()
+    sep = b"\0" if nul else b"\n"
+    for raw in data.split(sep):
+        if not nul and raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if raw:
+            yield os.fsdecode(raw)
+
+
+class _Matcher:
+    """Compiled include/exclude globs."""
+
+    def __init__(self, globs: tuple[str, ...]) -> None:
+        names = [g for g in globs if "/" not in g]
+        paths = [g for g in globs if "/" in g]
+        self.name_re = re.compile("|".join(fnmatch.translate(g) for g in names)) if names else None
+        self.path_re = re.compile("|".join(fnmatch.translate(g) for g in paths)) if paths else None
+        self.empty = not globs
+
+    def match(self, name: str, path: str) -> bool:
+        if self.name_re is not None and self.name_re.match(name):
+            return True
+        return self.path_re is not None and self.path_re.match(path) is not None
+
+
+def _cause(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "vanished during the scan"
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+def _valid_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@dataclass
+class Walker:
+    """Walks roots and yields :class:`FileRecord` values; counts into :attr:`stats`.
+
+    Cost: one ``readdir`` per directory and one ``lstat`` per file (``DirEntry``
+    caches the type, so directories are told apart without a ``stat``) and one
+    per directory (to detect loops and mount points). Memory: the stack of
+    pending directories and the set of visited directory inodes.
+    """
+
+    options: WalkOptions = field(default_factory=WalkOptions)
+    on_warning: WarningSink = ignore_warning
+    stats: WalkStats = field(default_factory=WalkStats)
+
+    def __post_init__(self) -> None:
+        self._include = _Matcher(self.options.include)
+        self._exclude = _Matcher(self.options.exclude)
+        self._visited: set[tuple[int, int]] = set()
+        lo = self.options.min_size
+        if not self.options.empty:
+            lo = max(lo, 1)
+        self._min = lo
+        self._max = self.options.max_size
+
+    def _warn(self, path: str, cause: str) -> None:
+        self.stats.warnings += 1
+        self.on_warning(ScanWarning(path, cause))
+
+    def _keep(self, name: str, path: str, st: os.stat_result) -> bool:
+        size = st.st_size
+        if size < self._min or (self._max is not None and size > self._max):
+            self.stats.filtered += 1
+            return False
+        if not self._include.empty and not self._include.match(name, path):
+            self.stats.filtered += 1
+            return False
+        return True
+
+    def _record(self, path: str, st: os.stat_result) -> FileRecord:
+        self.stats.files += 1
+        self.stats.bytes += st.st_size
+        return FileRecord(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)
+
+    def walk(self, roots: Iterable[str | os.PathLike[str]]) -> Iterator[FileRecord]:
+        """Yield every regular file under ``roots`` that passes the filters, once per file.
+
+        Directory roots are walked first, in the order given; then file roots,
+        each skipped if a directory already walked holds it.
+        """
+        seen_roots: set[str] = set()
+        files: list[tuple[str, os.stat_result]] = []
+        for root in roots:
+            path = os.path.normpath(os.fspath(root))
+            if path in seen_roots:
+                continue
+            seen_roots.add(path)
+            st = self._stat_root(path)
+            if st is None:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                yield from self._walk_dir(path, st.st_dev, st)
+            elif stat.S_ISREG(st.st_mode):
+                files.append((path, st))
+            else:
+                self.stats.special += 1
+        for path, st in files:
+            if not self._under_visited(path) and self._keep(os.path.basename(path), path, st):
+                yield self._record(path, st)
+
+    def _stat_root(self, root: str) -> os.stat_result | None:
+        if not _valid_utf8(root):
+            self._warn(root, "name is not valid UTF-8 (shown escaped)")
+        try:
+            return os.stat(root)  # a root that is a symlink is followed (find -H)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT and os.path.islink(root):
+                self._warn(root, "broken symlink")
+            else:
+                self._warn(root, _cause(exc))
+            return None
+
+    def _under_visited(self, path: str) -> bool:
+        """Whether a directory above ``path`` was walked already (compared by inode)."""
+        if not self._visited:
+            return False  # only file roots: nothing to check (a --from-file list, say)
+        parent = os.path.dirname(os.path.abspath(path))
+        while True:
+            try:
+                st = os.stat(parent)
+            except OSError:
+                return False
+            if (st.st_dev, st.st_ino) in self._visited:
+                return True
+            up = os.path.dirname(parent)
+            if up == parent:
+                return False
+            parent = up
+
+    def _walk_dir(self, top: str, top_dev: int, top_st: os.stat_result) -> Iterator[FileRecord]:
+        opts = self.options
+        key = (top_st.st_dev, top_st.st_ino)
+        if key in self._visited:
+            return
+        self._visited.add(key)
+        # Each entry: (path, ancestors' (dev, ino)), so a link back up is named a loop.
+        stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(top, frozenset({key}))]
+        while stack:
+            dirpath, ancestors = stack.pop()
+            self.stats.directories += 1
+            try:
+                it = os.scandir(dirpath)
+            except OSError as exc:
+                self._warn(dirpath, _cause(exc))
+                continue
+            subdirs: list[tuple[str, frozenset[tuple[int, int]]]] = []
+            with it:
+                while True:
+                    try:
+                        entry = next(it)
+                    except StopIteration:
+                        break
+                    except OSError as exc:
+                        self._warn(dirpath, _cause(exc))
+                        break
+                    name = entry.name
+                    if not opts.hidden and name.startswith("."):
+                        continue
+                    path = entry.path
+                    if not self._exclude.empty and self._exclude.match(name, path):
+                        continue
+                    if not _valid_utf8(name):
+                        self._warn(path, "name is not valid UTF-8 (shown escaped)")
+                    try:
+                        if entry.is_symlink():
+                            if not opts.follow_symlinks:
+                                self.stats.symlinks_skipped += 1
+                                continue
+                            try:
+                                st = entry.stat(follow_symlinks=True)
+                            except FileNotFoundError:
+                                self._warn(path, "broken symlink")
+                                continue
+                        elif entry.is_dir(follow_symlinks=False):
+                            st = entry.stat(follow_symlinks=False)
+                        else:
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode):
+                                if self._keep(name, path, st):
+                                    yield self._record(path, st)
+                            else:
+                                self.stats.special += 1
+                            continue
+                    except OSError as exc:
+                        self._warn(path, _cause(exc))
+                        continue
+                    mode = st.st_mode
+                    if stat.S_ISDIR(mode):
+                        dkey = (st.st_dev, st.st_ino)
+                        if dkey in ancestors:
+                            self._warn(path, "symlink loop (leads back to a parent directory)")
+                            continue
+                        if dkey in self._visited:
+                            continue  # reached before through another link
+                        if opts.one_file_system and st.st_dev != top_dev:
+                            continue
+                        self._visited.add(dkey)
+                        subdirs.append((path, ancestors | {dkey}))
+                    elif stat.S_ISREG(mode):
+                        if self._keep(name, path, st):
+                            yield self._record(path, st)
+                    else:
+                        self.stats.special += 1
+            # Reversed so that the walk visits subdirectories in readdir order.
+            stack.extend(reversed(subdirs))
+
+
+def walk(
+    roots: Iterable[str | os.PathLike[str]],
+    options: WalkOptions | None = None,
+    on_warning: WarningSink = ignore_warning,
+) -> Iterator[FileRecord]:
+    """Yield every regular file under ``roots`` that passes ``options``."""
+    return Walker(options or WalkOptions(), on_warning).walk(roots)

@@ -1,0 +1,275 @@
+"""The replica pipeline on real files: exactness, hardlinks, changes, limits."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sif.events import ScanWarning
+from sif.exact import DupesStats, block_schedule, find_duplicates
+from sif.exact.pipeline import FIRST_BLOCK, MAX_BLOCK, MIN_BLOCK
+from treeutil import write
+
+
+def groups_of(root: Path | str, **kw: object) -> set[frozenset[str]]:
+    return {frozenset(g.paths) for g in find_duplicates([str(root)], **kw)}  # type: ignore[arg-type]
+
+
+def naive_groups(root: Path | str) -> set[frozenset[str]]:
+    """The reference: size plus SHA-256 of every file, one name per inode."""
+    by_key: dict[tuple[int, str], dict[tuple[int, int], str]] = defaultdict(dict)
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if st.st_size == 0:
+                continue
+            with open(p, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            inodes = by_key[(st.st_size, digest)]
+            inodes[(st.st_dev, st.st_ino)] = min(p, inodes.get((st.st_dev, st.st_ino), p))
+    return {frozenset(v.values()) for v in by_key.values() if len(v) > 1}
+
+
+def test_small_and_large_groups(tmp_path: Path) -> None:
+    data = os.urandom(300_000)
+    write(tmp_path / "big1", data)
+    write(tmp_path / "sub/big2", data)
+    write(tmp_path / "big3", data[:-1] + bytes([data[-1] ^ 1]))  # differs in the last byte
+    write(tmp_path / "s1", b"hello\n")
+    write(tmp_path / "s2", b"hello\n")
+    write(tmp_path / "s3", b"hellp\n")
+    stats = DupesStats()
+    groups = list(find_duplicates([str(tmp_path)], stats=stats))
+    assert [sorted(g.paths) for g in groups] == [
+        [str(tmp_path / "big1"), str(tmp_path / "sub/big2")],
+        [str(tmp_path / "s1"), str(tmp_path / "s2")],
+    ]
+    assert groups[0].digest == "blake3:" + __import__("blake3").blake3(data).hexdigest()
+    assert stats.redundant_files == 2
+    assert stats.redundant_bytes == 300_006
+    # Every byte read once: all three large files to the end (big3 differs in its last block).
+    assert stats.bytes_read == 3 * 300_000 + 3 * 6
+
+
+def test_file_leaves_after_first_differing_block(tmp_path: Path) -> None:
+    data = os.urandom(2_000_000)
+    write(tmp_path / "a", data)
+    write(tmp_path / "b", data)
+    write(tmp_path / "c", b"X" + data[1:])  # differs in the first block
+    stats = DupesStats()
+    list(find_duplicates([str(tmp_path)], stats=stats))
+    assert stats.bytes_read == 2 * 2_000_000 + FIRST_BLOCK
+
+
+def test_hardlinks_are_one_file(tmp_path: Path) -> None:
+    write(tmp_path / "a", b"same")
+    os.link(tmp_path / "a", tmp_path / "a-link")
+    # Two names of one inode: no group, nothing wasted.
+    assert groups_of(tmp_path) == set()
+    write(tmp_path / "b", b"same")
+    [group] = list(find_duplicates([str(tmp_path)]))
+    assert group.redundant_files == 1
+    assert set(group.all_paths) == {str(tmp_path / n) for n in ("a", "a-link", "b")}
+    linked = next(r for r in group.replicas if len(r.paths) == 2)
+    assert linked.paths == (str(tmp_path / "a"), str(tmp_path / "a-link"))
+
+
+def test_empty_files_only_with_empty(tmp_path: Path) -> None:
+    write(tmp_path / "e1", b"")
+    write(tmp_path / "e2", b"")
+    assert groups_of(tmp_path) == set()
+    assert groups_of(tmp_path, empty=True) == {
+        frozenset({str(tmp_path / "e1"), str(tmp_path / "e2")})
+    }
+
+
+def test_most_files_in_one_group(tmp_path: Path) -> None:
+    data = os.urandom(200_000)
+    for i in range(60):
+        write(tmp_path / f"c{i:02}", data)
+    write(tmp_path / "odd", data[:100_000] + b"!" + data[100_001:])
+    stats = DupesStats()
+    [group] = list(find_duplicates([str(tmp_path)], stats=stats))
+    assert len(group.replicas) == 60
+    # Every byte of the 60 copies once; the odd one up to the end of its differing block.
+    odd_read = sum(block_schedule(200_000, 61)[:4])
+    assert stats.bytes_read == 60 * 200_000 + odd_read
+
+
+def test_block_schedule_grows_and_respects_budget() -> None:
+    sched = block_schedule(100 * MAX_BLOCK)
+    assert sched[:3] == [FIRST_BLOCK, 4 * FIRST_BLOCK, 16 * FIRST_BLOCK]
+    assert max(sched) == MAX_BLOCK
+    assert sum(sched) == 100 * MAX_BLOCK
+    # A group of 10,000 files reads small blocks, so 10,000 blocks fit the budget.
+    big_group = block_schedule(100 * MAX_BLOCK, group_len=10_000, budget=32 << 20)
+    assert max(big_group) == MIN_BLOCK
+
+
+def test_small_memory_budget_gives_same_groups(tmp_path: Path) -> None:
+    base = os.urandom(1_000_000)
+    for i in range(12):
+        # Each pair shares content; pairs differ at 900,000, deep into the file.
+        body = base[:900_000] + bytes([i // 2]) + base[900_001:]
+        write(tmp_path / f"f{i:02}", body)
+    got = groups_of(tmp_path, memory_budget=MIN_BLOCK)
+    assert got == naive_groups(tmp_path)
+    assert len(got) == 6
+
+
+class ChangeAfterFirstRead:
+    """A progress object that modifies a file right after the first block is read."""
+
+    def __init__(self, victim: Path) -> None:
+        self.victim = victim
+        self.done = False
+
+    def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
+        pass
+
+    def advance(self, amount: int = 1) -> None:
+        if not self.done and amount > 1:
+            self.done = True
+            with open(self.victim, "ab") as f:
+                f.write(b"appended while sif was reading")
+
+    def log(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_file_changed_while_read_is_dropped(tmp_path: Path) -> None:
+    data = os.urandom(100_000)
+    for n in ("a", "b", "c"):
+        write(tmp_path / n, data)
+    warnings: list[ScanWarning] = []
+    groups = list(
+        find_duplicates(
+            [str(tmp_path)],
+            threads=1,
+            on_warning=warnings.append,
+            progress=ChangeAfterFirstRead(tmp_path / "a"),
+        )
+    )
+    assert [w.path for w in warnings] == [str(tmp_path / "a")]
+    assert "changed while being read" in warnings[0].cause
+    assert [sorted(g.paths) for g in groups] == [[str(tmp_path / "b"), str(tmp_path / "c")]]
+
+
+def test_vanished_file_is_a_warning(tmp_path: Path) -> None:
+    data = os.urandom(10_000)
+    for n in ("a", "b", "c"):
+        write(tmp_path / n, data)
+
+    class Remove(ChangeAfterFirstRead):
+        def advance(self, amount: int = 1) -> None:
+            if not self.done and amount > 1:
+                self.done = True
+                os.unlink(self.victim)
+
+    warnings: list[ScanWarning] = []
+    groups = list(
+        find_duplicates(
+            [str(tmp_path)], threads=1, on_warning=warnings.append, progress=Remove(tmp_path / "c")
+        )
+    )
+    assert warnings == [ScanWarning(str(tmp_path / "c"), "vanished during the scan")]
+    assert [sorted(g.paths) for g in groups] == [[str(tmp_path / "a"), str(tmp_path / "b")]]
+
+
+UNREADABLE_SCRIPT = r"""
+import os, sys, json
+from sif.exact import find_duplicates
+if os.geteuid() == 0:
+    os.setgid(65534); os.setuid(65534)  # root reads everything: drop to nobody
+warnings = []
+groups = [sorted(g.paths) for g in find_duplicates([sys.argv[1]], on_warning=warnings.append)]
+print(json.dumps({"groups": groups, "warnings": [[w.path, w.cause] for w in warnings]}))
+"""
+
+
+def test_unreadable_file_and_directory_are_warnings() -> None:
+    import json
+
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        data = b"same content\n"
+        for n in ("a", "b", "locked", "closed/x"):
+            write(Path(top) / n, data)
+        os.chmod(top + "/locked", 0)
+        os.chmod(top + "/closed", 0)
+        for d in (top,):
+            for n in ("a", "b"):
+                os.chmod(os.path.join(d, n), 0o644)
+        out = subprocess.run(
+            [sys.executable, "-c", UNREADABLE_SCRIPT, top],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        os.chmod(top + "/closed", 0o755)
+    result = json.loads(out)
+    assert result["groups"] == [[top + "/a", top + "/b"]]
+    assert sorted(result["warnings"]) == [
+        [top + "/closed", "permission denied"],
+        [top + "/locked", "permission denied"],
+    ]
+
+
+def test_group_larger_than_open_file_limit(tmp_path: Path) -> None:
+    data = os.urandom(5000)
+    for i in range(300):
+        write(tmp_path / f"f{i:03}", data)
+    script = (
+        "import resource, sys\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "from sif.exact import find_duplicates\n"
+        "[g] = find_duplicates([sys.argv[1]])\n"
+        "print(len(g.replicas))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "300"
+
+
+# Sizes around the block boundaries of the schedule.
+SIZES = [1, 2, 17, FIRST_BLOCK - 1, FIRST_BLOCK, FIRST_BLOCK + 1, 5 * FIRST_BLOCK + 3, 90_000]
+
+
+@st.composite
+def near_identical_trees(draw: st.DrawFn) -> list[tuple[str, bytes]]:
+    """Files of shared sizes and content, differing in the first, a middle or the last byte."""
+    files: list[tuple[str, bytes]] = []
+    for gi in range(draw(st.integers(1, 3))):
+        size = draw(st.sampled_from(SIZES))
+        base = draw(st.binary(min_size=size, max_size=size)) if size < 64 else os.urandom(size)
+        for fi in range(draw(st.integers(1, 5))):
+            where = draw(st.sampled_from(["same", "first", "middle", "last"]))
+            data = bytearray(base)
+            pos = {"same": -1, "first": 0, "middle": size // 2, "last": size - 1}[where]
+            if pos >= 0:
+                data[pos] ^= draw(st.integers(1, 255))
+            files.append((f"g{gi}/d{fi % 2}/f{fi}", bytes(data)))
+    return files
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(near_identical_trees())
+def test_groups_equal_naive_sha256_grouping(files: list[tuple[str, bytes]]) -> None:
+    with tempfile.TemporaryDirectory() as top:
+        for name, data in files:
+            write(Path(top) / name, data)
+        assert groups_of(top) == naive_groups(top)
