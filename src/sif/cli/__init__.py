@@ -20,8 +20,10 @@ def main() -> None:
 def _register() -> None:
     # Imported here so that each command lives in a module of its own.
     from sif.cli.dupes import dupes
+    from sif.cli.fuzzysum import fuzzysum
 
     main.add_command(dupes)
+    main.add_command(fuzzysum)
 
 
 _register()

@@ -35,7 +35,17 @@ import re
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["AVG_SIZE", "ROUND_TO", "checksum", "decode_like_java"]
+__all__ = [
+    "AVG_SIZE",
+    "ROUND_TO",
+    "V2_MATCH_THRESHOLD",
+    "V2_PREFIX",
+    "checksum",
+    "checksum_v2",
+    "compare_v2",
+    "decode_like_java",
+    "parse_v2",
+]
 
 ROUND_TO = 17
 """The Java's ``ROUND_TO``: coordinates and block averages are rounded (toward 0) to it."""
@@ -171,3 +181,196 @@ def checksum(text: str) -> str:
         return _MD5_OF_NOTHING
     pairs = np.clip(np.trunc((sums[:-1] + sums[1:]) / 2.0), _INT_MIN, _INT_MAX).astype(np.int64)
     return hashlib.md5("".join(map(str, pairs.tolist())).encode("ascii")).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# v2: content-defined word chunks, one base64 piece per chunk, compared by edit distance.
+# --------------------------------------------------------------------------------------------
+
+V2_PREFIX = "v2:"
+"""Every v2 digest starts with it, so that v1 and v2 digests can share a list."""
+
+V2_PIECES = 64
+"""At most this many pieces in the first part of a v2 digest (ssdeep's SPAMSUM_LENGTH)."""
+
+V2_MIN_LEVEL = 2
+"""Chunks hold at least 2**V2_MIN_LEVEL words on average: shorter chunks of common words make
+the same pieces in unrelated texts."""
+
+V2_MATCH_THRESHOLD = 60
+"""A :func:`compare_v2` score at or above it is a match (see ``bench/fuzzysum.py``)."""
+
+V2_MIN_COMMON_RUN = 4
+"""Two digests that share no run of this many pieces score 0 (ssdeep requires 7 characters)."""
+
+_V2_ALPHABET = np.frombuffer(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8
+)
+_V2_TAG = re.compile(rb"<[a-z!/?][^<>]*>")
+_V2_NON_WORD = re.compile(r"[\W_]+")
+
+# ASCII letters and digits make words; bytes >= 0x80 are the non-ASCII letters and digits left
+# after _V2_NON_WORD; everything else separates words.
+_V2_WORD_BYTE = np.zeros(256, dtype=bool)
+_V2_WORD_BYTE[list(b"abcdefghijklmnopqrstuvwxyz0123456789")] = True
+_V2_WORD_BYTE[128:] = True
+
+_M64 = (1 << 64) - 1
+
+
+def _splitmix_table(count: int, seed: int) -> npt.NDArray[np.uint64]:
+    """``count`` fixed pseudo-random 64-bit values: part of the v2 format, never change them."""
+    out = []
+    state = seed
+    for _ in range(count):
+        state = (state + 0x9E3779B97F4A7C15) & _M64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        out.append(z ^ (z >> 31))
+    return np.array(out, dtype=np.uint64)
+
+
+_V2_BYTE_KEY = _splitmix_table(256, 0x5F0A)
+_V2_MULTIPLIER = np.uint64(0x100000001B3)  # FNV-1a 64-bit prime: odd, so powers never vanish
+
+
+def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The splitmix64 finaliser on each value (a bijection of 64-bit integers)."""
+    z = values ^ (values >> np.uint64(30))
+    z = z * np.uint64(0xBF58476D1CE4E5B9)
+    z = z ^ (z >> np.uint64(27))
+    z = z * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _v2_word_hashes(text: str) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash of each normalised word of ``text``, in order.
+
+    Normalised: lowercased, HTML tags (``<`` then a letter, ``/``, ``!`` or ``?``) removed, words
+    are runs of letters and digits of any script (underscore and punctuation separate them).
+    """
+    text = text.lower()
+    if not text.isascii():
+        text = _V2_NON_WORD.sub(" ", text)
+    data = _V2_TAG.sub(b" ", text.encode("utf-8", "surrogatepass"))
+    raw = np.frombuffer(data, dtype=np.uint8)
+    word = _V2_WORD_BYTE[raw]
+    where = np.flatnonzero(word)
+    if where.size == 0:
+        return np.zeros(0, dtype=np.uint64)
+    # Starts of words among the word bytes: a gap in the positions of word bytes.
+    first = np.ones(where.size, dtype=bool)
+    first[1:] = np.diff(where) > 1
+    starts = np.flatnonzero(first)
+    lengths = np.diff(np.append(starts, where.size))
+    offset = np.arange(where.size) - np.repeat(starts, lengths)
+    powers = np.cumprod(np.full(int(lengths.max()), _V2_MULTIPLIER, dtype=np.uint64))
+    terms = _V2_BYTE_KEY[raw[where]] * powers[offset]
+    return _mix(np.add.reduceat(terms, starts))
+
+
+def _trailing_ones(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """How many of the low bits of each value are 1, counted from bit 0 (at most 63)."""
+    lowest_zero = ~values & (values + np.uint64(1))  # the lowest 0 bit of v, alone
+    lowest_zero[lowest_zero == 0] = np.uint64(1) << np.uint64(63)  # all ones: cap at 63
+    return np.log2(lowest_zero.astype(np.float64)).astype(np.int64)
+
+
+def _v2_pieces(hashes: npt.NDArray[np.uint64], levels: npt.NDArray[np.int64], level: int) -> str:
+    """One base64 character per chunk, a chunk ending after each word of at least ``level``."""
+    ends = np.flatnonzero(levels >= level)
+    starts = np.append(0, ends + 1)
+    starts = starts[starts < hashes.size]
+    # A chunk's piece ignores the order of its words: a swap inside a chunk changes nothing.
+    sums = np.add.reduceat(hashes, starts)
+    return _V2_ALPHABET[(_mix(sums) >> np.uint64(58)).astype(np.intp)].tobytes().decode("ascii")
+
+
+def checksum_v2(text: str) -> str:
+    """The v2 fuzzy digest of ``text``: ``v2:<level>:<pieces>:<pieces at level + 1>``.
+
+    Words are cut into chunks where a word's hash ends in ``level`` 1 bits, so a boundary
+    depends on one word only and an edit moves at most the boundaries at the words it touches.
+    The level is the smallest one (from :data:`V2_MIN_LEVEL`) that gives at most
+    :data:`V2_PIECES` chunks; each chunk gives one base64 character. A spelling change, a word
+    added or removed or two words swapped change one or two characters in each part.
+    Cost: a few numpy passes over the bytes and the words.
+    """
+    hashes = _v2_word_hashes(text)
+    if hashes.size == 0:
+        return f"{V2_PREFIX}{V2_MIN_LEVEL}::"
+    # Boundaries use the high half of the word hash; pieces mix all of it.
+    levels = _trailing_ones(hashes >> np.uint64(32))
+    per_level = np.bincount(levels, minlength=64)
+    at_least = np.cumsum(per_level[::-1])[::-1]  # at_least[k]: words of level >= k
+    last_is_end = int(levels[-1])
+    level = V2_MIN_LEVEL
+    while level < 63:
+        chunks = int(at_least[level]) + (0 if last_is_end >= level else 1)
+        if chunks <= V2_PIECES:
+            break
+        level += 1
+    first = _v2_pieces(hashes, levels, level)
+    second = _v2_pieces(hashes, levels, level + 1)
+    return f"{V2_PREFIX}{level}:{first}:{second}"
+
+
+def parse_v2(digest: str) -> tuple[int, str, str]:
+    """``(level, pieces, pieces at level + 1)`` of a v2 digest; ValueError if it is not one."""
+    parts = digest.split(":")
+    if len(parts) != 4 or parts[0] + ":" != V2_PREFIX or not parts[1].isdigit():
+        raise ValueError(f"not a v2 fuzzysum digest: {digest!r}")
+    alphabet = set(_V2_ALPHABET.tobytes().decode("ascii"))
+    if not set(parts[2]) <= alphabet or not set(parts[3]) <= alphabet:
+        raise ValueError(f"not a v2 fuzzysum digest: {digest!r}")
+    return int(parts[1]), parts[2], parts[3]
+
+
+def _lcs_length(a: str, b: str) -> int:
+    """Length of the longest common subsequence of ``a`` and ``b`` (bit-parallel, Hyyrö 2004)."""
+    if not a or not b:
+        return 0
+    mask = (1 << len(a)) - 1
+    match: dict[str, int] = {}
+    for i, char in enumerate(a):
+        match[char] = match.get(char, 0) | (1 << i)
+    row = mask
+    for char in b:
+        common = row & match.get(char, 0)
+        row = ((row + common) | (row - common)) & mask
+    return len(a) - bin(row).count("1")
+
+
+def _has_common_run(a: str, b: str, run: int) -> bool:
+    """Whether ``a`` and ``b`` share a substring of ``run`` characters."""
+    shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
+    return any(shorter[i : i + run] in longer for i in range(len(shorter) - run + 1))
+
+
+def _score_pieces(a: str, b: str) -> int:
+    if a == b:
+        return 100
+    run = min(V2_MIN_COMMON_RUN, len(a), len(b))
+    if run == 0 or not _has_common_run(a, b, run):
+        return 0
+    # Dice on the longest common subsequence: 100 minus the share of pieces an edit changed.
+    return (200 * _lcs_length(a, b)) // (len(a) + len(b))
+
+
+def compare_v2(a: str, b: str) -> int:
+    """A similarity score from 0 (unrelated) to 100 (same digest) between two v2 digests.
+
+    Digests made at the same level compare both parts and keep the better score; at
+    neighbouring levels they compare the part they share; further apart they score 0. A score
+    at or above :data:`V2_MATCH_THRESHOLD` is a match. ValueError if one is not a v2 digest.
+    """
+    level_a, first_a, second_a = parse_v2(a)
+    level_b, first_b, second_b = parse_v2(b)
+    if level_a == level_b:
+        return max(_score_pieces(first_a, first_b), _score_pieces(second_a, second_b))
+    if level_a + 1 == level_b:
+        return _score_pieces(second_a, first_b)
+    if level_b + 1 == level_a:
+        return _score_pieces(first_a, second_b)
+    return 0
