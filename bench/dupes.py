@@ -917,6 +917,16 @@ def _print_targets(case: str, truth: Truth, medians: dict[str, dict[str, float]]
         print(f"  target {what:28s} {'PASS' if ok else 'FAIL'}  ({val})")
 
 
+def _sif_source() -> dict[str, object]:
+    """The commit and the uncommitted changes of src/sif that were measured."""
+
+    def git(*a: str) -> str:
+        r = subprocess.run(["git", *a], cwd=BENCH.parent, capture_output=True, text=True)
+        return r.stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"), "dirty": git("status", "--porcelain", "src/sif")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--prepare", action="store_true", help="build bench/data/ and exit")
@@ -998,6 +1008,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "args": vars(args),
         "flags": {t.name: t.matched(["PATH"], "OUT") for t in tools},
         "flag_notes": {t.name: FLAG_NOTES[t.name] for t in tools},
+        "sif_source": _sif_source(),
         "floor": asdict(floor),
         "sif_startup": asdict(startup) if startup else None,
         "cases": {},
