@@ -27,7 +27,10 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
 @walk_options
 @format_option(*DUPES_FORMATS)
 @click.option(
-    "--threads", type=click.IntRange(1, 64), help="Reader threads (default: 2x cores, at most 4)."
+    "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
+)
+@click.option(
+    "--threads", type=click.IntRange(1, 64), help="Reader threads per process for large blocks (2)."
 )
 @quiet_option
 @fail_cleanly
@@ -36,6 +39,7 @@ def dupes(
     from_file: Any,
     null: bool,
     fmt: str,
+    jobs: int | None,
     threads: int | None,
     quiet: bool,
     **filters: Any,
@@ -57,6 +61,7 @@ def dupes(
         groups = list(
             find_duplicates(
                 roots,
+                jobs=jobs,
                 threads=threads,
                 on_warning=warnings,
                 progress=progress,

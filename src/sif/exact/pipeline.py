@@ -36,17 +36,21 @@ closed at once, so groups larger than the open-file limit work.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import xxhash
 from blake3 import blake3
 
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
-from sif.walk import FileRecord, Walker, WalkOptions
+from sif.walk import RecordColumns, WalkOptions, parallel_walk
 
 FIRST_BLOCK = 4 * 1024
 """The first block: one page, enough to tell most different small files apart."""
@@ -125,18 +129,12 @@ class DupesStats:
 
 
 @dataclass(slots=True)
-class _Candidate:
-    record: FileRecord
-    paths: list[str]
-
-
-@dataclass(slots=True)
 class _Tied:
-    """Candidates of one size whose content agrees up to ``offset``; ``block`` is read next."""
+    """Candidates (indices into a :class:`_Table`) of one size, equal up to ``offset``."""
 
     size: int
-    members: list[_Candidate]
-    hasher: blake3
+    members: list[int]
+    hasher: blake3 | None = None  # made when the group first survives a round
     offset: int = 0
     block: int = FIRST_BLOCK
 
@@ -163,39 +161,50 @@ def block_schedule(size: int, group_len: int = 2, budget: int = DEFAULT_MEMORY_B
     return out
 
 
-def _read_block(cand: _Candidate, offset: int, length: int) -> bytes | str:
-    """``length`` bytes at ``offset``, or the reason the file must be dropped."""
-    rec = cand.record
-    try:
-        fd = os.open(rec.path, os.O_RDONLY | getattr(os, "O_NOATIME", 0) | os.O_CLOEXEC)
-    except PermissionError:
-        try:  # O_NOATIME needs ownership; retry without it
-            fd = os.open(rec.path, os.O_RDONLY | os.O_CLOEXEC)
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+class _Table:
+    """The candidates a refiner works on, column by column; a candidate is an index."""
+
+    __slots__ = ("dev", "ino", "mtime_ns", "paths", "size")
+
+    def __init__(self, cols: RecordColumns, indices: list[int]) -> None:
+        self.paths = [cols.paths[i] for i in indices]
+        self.dev = [cols.dev[i] for i in indices]
+        self.ino = [cols.ino[i] for i in indices]
+        self.size = [cols.size[i] for i in indices]
+        self.mtime_ns = [cols.mtime_ns[i] for i in indices]
+
+    def read(self, i: int, offset: int, length: int) -> bytes | str:
+        """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
+
+        One ``open``, ``pread``, ``fstat`` and ``close``: the ``fstat`` after the
+        read proves the file is still the one the walker saw (same inode, size
+        and mtime), so a file changed or replaced meanwhile is never grouped.
+        """
+        path = self.paths[i]
+        try:
+            try:
+                fd = os.open(path, os.O_RDONLY | _NOATIME | os.O_CLOEXEC)
+            except PermissionError:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # O_NOATIME needs ownership
+            try:
+                data = os.pread(fd, length, offset)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return "vanished during the scan"
+        except PermissionError:
+            return "permission denied"
         except OSError as exc:
-            return _os_cause(exc)
-    except OSError as exc:
-        return _os_cause(exc)
-    try:
-        st = os.fstat(fd)
-        if st.st_ino != rec.ino or st.st_dev != rec.dev:
-            return "replaced by another file during the scan"
-        data = os.pread(fd, length, offset)
-        st = os.fstat(fd)
-    except OSError as exc:
-        return _os_cause(exc)
-    finally:
-        os.close(fd)
-    if st.st_size != rec.size or st.st_mtime_ns != rec.mtime_ns or len(data) != length:
-        return "changed while being read (size or mtime differs); skipped"
-    return data
-
-
-def _os_cause(exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "vanished during the scan"
-    if isinstance(exc, PermissionError):
-        return "permission denied"
-    return exc.strerror or str(exc)
+            return exc.strerror or str(exc)
+        if st.st_ino != self.ino[i] or st.st_dev != self.dev[i]:
+            return "replaced by another file during the scan; skipped"
+        if st.st_size != self.size[i] or st.st_mtime_ns != self.mtime_ns[i] or len(data) != length:
+            return "changed while being read (size or mtime differs); skipped"
+        return data
 
 
 class _Subgroups:
@@ -205,204 +214,333 @@ class _Subgroups:
 
     def __init__(self, parent: _Tied) -> None:
         self.parent = parent
-        self.first: list[_Candidate] | None = None
+        self.first: list[int] | None = None
         self.first_block = b""
-        self.by_hash: dict[int, list[tuple[bytes, list[_Candidate]]]] = {}
+        self.by_hash: dict[int, list[tuple[bytes, list[int]]]] = {}
 
-    def add(self, cand: _Candidate, block: bytes) -> None:
+    def add(self, cand: int, block: bytes) -> None:
         if self.first is None:
             self.first, self.first_block = [cand], block
             return
-        if block == self.first_block:
+        if block == self.first_block:  # the common case when most files are replicas
             self.first.append(cand)
             return
         h = xxhash.xxh3_128_intdigest(block)
         bucket = self.by_hash.setdefault(h, [])
         for rep, members in bucket:
-            if rep == block:
+            if rep == block:  # equal hashes are not enough: compare the bytes
                 members.append(cand)
                 return
         bucket.append((block, [cand]))
 
     def groups(self, length: int) -> Iterator[_Tied]:
         """The subgroups of two or more, advanced past a block of ``length`` bytes."""
-        parts: list[tuple[bytes, list[_Candidate]]] = []
+        parts: list[tuple[bytes, list[int]]] = []
         if self.first is not None:
             parts.append((self.first_block, self.first))
         for bucket in self.by_hash.values():
             parts.extend(bucket)
         alive = [(rep, m) for rep, m in parts if len(m) > 1]
+        p = self.parent
         for i, (rep, members) in enumerate(alive):
             # The last survivor takes the parent's hasher; the others copy it.
-            hasher = self.parent.hasher if i == len(alive) - 1 else self.parent.hasher.copy()
+            hasher = p.hasher or blake3(max_threads=1)
+            if i < len(alive) - 1:
+                hasher = hasher.copy()
             hasher.update(rep)
-            p = self.parent
             yield _Tied(
                 p.size, members, hasher, p.offset + length, min(p.block * GROWTH, MAX_BLOCK)
             )
 
 
-def _batches(
-    work: list[tuple[int, _Candidate]], length_of: Callable[[int], int], max_bytes: int
-) -> Iterator[list[tuple[int, _Candidate]]]:
-    """Cut a round's reads into batches of about ``max_bytes`` (and at most 256 reads)."""
-    batch: list[tuple[int, _Candidate]] = []
-    nbytes = 0
-    for item in work:
-        batch.append(item)
-        nbytes += length_of(item[0])
-        if nbytes >= max_bytes or len(batch) >= 256:
-            yield batch
-            batch, nbytes = [], 0
-    if batch:
-        yield batch
+@dataclass
+class _Outcome:
+    """What refining one batch of groups found: groups as indices into its table."""
+
+    groups: list[tuple[int, str, list[int]]] = field(default_factory=list)
+    warnings: list[ScanWarning] = field(default_factory=list)
+    bytes_read: int = 0
+    survivors: list[tuple[str, int]] = field(default_factory=list)
+
+
+class _Refiner:
+    """Stage 3, the block rounds, over the candidates of one :class:`_Table`."""
+
+    def __init__(
+        self,
+        table: _Table,
+        threads: int,
+        budget: int,
+        on_warning: WarningSink,
+        progress: Progress,
+    ) -> None:
+        self.table = table
+        self.threads = threads
+        self.budget = budget
+        self.on_warning = on_warning
+        self.progress = progress
+        self.outcome = _Outcome()
+
+    def _drop(self, i: int, cause: str) -> None:
+        w = ScanWarning(self.table.paths[i], cause)
+        self.outcome.warnings.append(w)
+        self.on_warning(w)
+
+    def run(self, tied: list[_Tied]) -> _Outcome:
+        """Block rounds until every group is read to its end."""
+        pending = tied
+        round_no = 0
+        pool: ThreadPoolExecutor | None = None
+        try:
+            while pending:
+                round_no += 1
+                still: list[_Tied] = []
+                small = [g for g in pending if g.offset == 0 and g.size <= FIRST_BLOCK]
+                large = [g for g in pending if not (g.offset == 0 and g.size <= FIRST_BLOCK)]
+                done = list(self._whole(small))
+                if large:
+                    if pool is None and self.threads > 1:
+                        pool = ThreadPoolExecutor(self.threads, thread_name_prefix="sif-read")
+                    done.extend(self._round(pool, large))
+                for g in done:
+                    if g.offset >= g.size:
+                        digest = (g.hasher or blake3()).hexdigest()
+                        self.outcome.groups.append((g.size, digest, g.members))
+                    else:
+                        still.append(g)
+                self.outcome.survivors.append(
+                    (f"block round {round_no}", sum(len(g.members) for g in still))
+                )
+                pending = still
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        return self.outcome
+
+    def _whole(self, groups: list[_Tied]) -> Iterator[_Tied]:
+        """Groups of small files, read whole in one go and keyed by their bytes (exact)."""
+        read = self.table.read
+        advance = self.progress.advance
+        for g in groups:
+            by_content: dict[bytes, list[int]] = {}
+            size = g.size
+            for i in g.members:
+                res = read(i, 0, size)
+                if type(res) is str:
+                    self._drop(i, res)
+                    continue
+                self.outcome.bytes_read += size
+                advance(size)
+                by_content.setdefault(res, []).append(i)  # type: ignore[arg-type]
+            for content, members in by_content.items():
+                if len(members) > 1:
+                    yield _Tied(size, members, blake3(content, max_threads=1), size)
+
+    def _round(self, pool: ThreadPoolExecutor | None, groups: list[_Tied]) -> Iterator[_Tied]:
+        """Read the next block of every member of ``groups``; yield the subgroups."""
+        read = self.table.read
+        for g in groups:
+            length = g.next_length(self.budget)
+            offset = g.offset
+            split = _Subgroups(g)
+            members = g.members
+            if pool is None or length < MIN_BLOCK:
+                blocks: Iterable[bytes | str] = (read(i, offset, length) for i in members)
+            else:
+                # Readers run ahead by a few blocks only: memory stays bounded.
+                blocks = _bounded_map(pool, partial(read, offset=offset, length=length), members, 4)
+            for i, res in zip(members, blocks, strict=True):
+                if isinstance(res, str):
+                    self._drop(i, res)
+                else:
+                    self.outcome.bytes_read += length
+                    self.progress.advance(length)
+                    split.add(i, res)
+            yield from split.groups(length)
+
+
+def _bounded_map(
+    pool: ThreadPoolExecutor, fn: Callable[[int], bytes | str], items: list[int], ahead: int
+) -> Iterator[bytes | str]:
+    """``pool.map`` in order, with at most ``ahead`` results waiting (bounded memory)."""
+    inflight: deque[Future[bytes | str]] = deque()
+    for item in items:
+        inflight.append(pool.submit(fn, item))
+        if len(inflight) >= ahead:
+            yield inflight.popleft().result()
+    while inflight:
+        yield inflight.popleft().result()
+
+
+_Task = tuple[_Table, list[int], list[int], int, int]
+"""A worker's share: its table, the group sizes and lengths, threads and memory budget."""
+
+
+def _refine_task(task: _Task, progress: Progress | None = None) -> _Outcome:
+    """Refine a share of the groups (in a worker process, or here with ``progress``)."""
+    table, sizes, lengths, threads, budget = task
+    tied: list[_Tied] = []
+    start = 0
+    for size, n in zip(sizes, lengths, strict=True):
+        tied.append(_Tied(size, list(range(start, start + n))))
+        start += n
+    return _Refiner(table, threads, budget, ignore_warning, progress or NullProgress()).run(tied)
 
 
 class ReplicaFinder:
-    """Runs the stages over a stream of :class:`FileRecord` values.
+    """Runs the stages; :meth:`run` is the whole chain after the walk.
 
-    ``threads`` readers work in parallel (``os.pread`` and hashing release the
-    GIL). Warnings go to ``on_warning``, progress to ``progress``.
+    ``jobs`` worker processes share the block rounds (groups are independent,
+    so each goes whole to one worker); ``threads`` readers work in each
+    process when blocks are large (``os.pread`` and hashing release the GIL).
+    Warnings go to ``on_warning``, progress to ``progress``.
     """
 
     def __init__(
         self,
         *,
+        jobs: int | None = None,
         threads: int | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         on_warning: WarningSink = ignore_warning,
         progress: Progress | None = None,
         stats: DupesStats | None = None,
     ) -> None:
-        self.threads = threads or min(4, (os.cpu_count() or 1) * 2)
+        self.jobs = jobs or os.cpu_count() or 1
+        self.threads = threads or 2
         self.memory_budget = memory_budget
         self.on_warning = on_warning
         self.progress: Progress = progress or NullProgress()
         self.stats = stats if stats is not None else DupesStats()
 
-    def _log(self, stage: str, groups: Sequence[_Tied]) -> None:
-        n = sum(len(g.members) for g in groups)
+    def _log(self, stage: str, n: int) -> None:
         self.stats.survivors.append((stage, n))
-        self.progress.log(f"{n} candidates in {len(groups)} groups after {stage}")
+        self.progress.log(f"{n} candidates after {stage}")
 
-    def _warn(self, path: str, cause: str) -> None:
-        self.stats.warnings += 1
-        self.on_warning(ScanWarning(path, cause))
-
-    def group_by_size(self, records: Iterable[FileRecord]) -> list[list[FileRecord]]:
-        """Stage 1: files of equal size, groups of two or more."""
-        by_size: dict[int, list[FileRecord]] = {}
-        for rec in records:
-            self.stats.files += 1
-            self.stats.bytes_scanned += rec.size
-            by_size.setdefault(rec.size, []).append(rec)
-            self.progress.advance()
-        return [g for g in by_size.values() if len(g) > 1]
-
-    def collapse_inodes(self, size_groups: list[list[FileRecord]]) -> list[_Tied]:
-        """Stage 2: one candidate per inode; groups of one inode drop out."""
-        out: list[_Tied] = []
-        for group in size_groups:
-            by_inode: dict[tuple[int, int], _Candidate] = {}
-            for rec in group:
-                cand = by_inode.get((rec.dev, rec.ino))
-                if cand is None:
-                    by_inode[(rec.dev, rec.ino)] = _Candidate(rec, [rec.path])
-                elif rec.path not in cand.paths:
-                    cand.paths.append(rec.path)
-            if len(by_inode) > 1:
-                # Read in inode order: a cheap proxy for the order on disk.
-                members = sorted(by_inode.values(), key=lambda c: (c.record.dev, c.record.ino))
-                out.append(_Tied(group[0].size, members, blake3()))
-        return out
-
-    def refine(self, tied: list[_Tied]) -> Iterator[Group]:
-        """Stage 3: block rounds until every group is read to its end; yields final groups."""
-        round_no = 0
-        pending = tied
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="sif-read") as pool:
-            while pending:
-                round_no += 1
-                still: list[_Tied] = []
-                for g in self._round(pool, pending):
-                    if g.offset >= g.size:
-                        yield self._finish(g)
-                    else:
-                        still.append(g)
-                self._log(f"block round {round_no}", still)
-                pending = still
-
-    def _round(self, pool: ThreadPoolExecutor, groups: list[_Tied]) -> Iterator[_Tied]:
-        """Read the next block of every member of ``groups``; yield the subgroups."""
-        # Big groups read less at once, so that memory stays within the budget.
-        lengths = [g.next_length(self.memory_budget) for g in groups]
-        offsets = [g.offset for g in groups]
-        work = [(gi, c) for gi, g in enumerate(groups) for c in g.members]
-        splitters = [_Subgroups(g) for g in groups]
-        remaining = [len(g.members) for g in groups]
-        max_inflight = self.threads + 2
-        batch_bytes = 1 << 20
-
-        def run(batch: list[tuple[int, _Candidate]]) -> list[bytes | str]:
-            return [_read_block(c, offsets[gi], lengths[gi]) for gi, c in batch]
-
-        inflight: list[tuple[list[tuple[int, _Candidate]], Future[list[bytes | str]]]] = []
-        batches = _batches(work, lambda gi: lengths[gi], batch_bytes)
-
-        def fill() -> None:
-            while len(inflight) < max_inflight:
-                b = next(batches, None)
-                if b is None:
-                    return
-                inflight.append((b, pool.submit(run, b)))
-
-        fill()
-        while inflight:
-            batch, fut = inflight.pop(0)
-            results = fut.result()
-            fill()
-            for (gi, cand), res in zip(batch, results, strict=True):
-                if isinstance(res, str):
-                    self._warn(cand.record.path, res)
-                else:
-                    self.stats.bytes_read += len(res)
-                    self.progress.advance(len(res))
-                    splitters[gi].add(cand, res)
-                remaining[gi] -= 1
-                if remaining[gi] == 0:
-                    # A whole group is in: split it and free its blocks.
-                    yield from splitters[gi].groups(lengths[gi])
-                    splitters[gi] = _Subgroups(groups[gi])  # drop references to blocks
-
-    def _finish(self, g: _Tied) -> Group:
-        replicas = []
-        for c in g.members:
-            paths = tuple(sorted(c.paths))
-            rec = c.record
-            replicas.append(Replica(paths, rec.dev, rec.ino, rec.mtime_ns))
-        replicas.sort(key=lambda r: r.path)
-        return Group(g.size, "blake3:" + g.hasher.hexdigest(), tuple(replicas))
-
-    def run(self, records: Iterable[FileRecord]) -> list[Group]:
-        """All stages; the groups sorted by size (largest first), then by first path."""
-        start = time.monotonic()
-        self.progress.stage("scan", unit="files")
-        size_groups = self.group_by_size(records)
-        n = sum(len(g) for g in size_groups)
-        self.stats.survivors.append(("grouping by size", n))
-        self.progress.log(f"{n} candidates in {len(size_groups)} groups after grouping by size")
-        tied = self.collapse_inodes(size_groups)
-        self._log("collapsing hardlinks", tied)
-        self.stats.candidates = sum(len(g.members) for g in tied)
-        self.progress.stage("compare", total=sum(g.size * len(g.members) for g in tied), unit="B")
-        groups = list(self.refine(tied))
-        groups.sort(key=lambda g: (-g.size, g.replicas[0].path))
-        self.stats.groups = len(groups)
-        self.stats.redundant_files = sum(g.redundant_files for g in groups)
-        self.stats.redundant_bytes = sum(g.redundant_bytes for g in groups)
-        self.stats.seconds = time.monotonic() - start
-        self.progress.close()
+    def group_by_size(self, cols: RecordColumns) -> list[list[int]]:
+        """Stage 1: indices of files of equal size, groups of two or more."""
+        sizes = cols.size
+        self.stats.files += len(cols)
+        self.stats.bytes_scanned += sum(sizes)
+        counts = Counter(sizes)
+        by_size: dict[int, list[int]] = {}
+        for i, size in enumerate(sizes):
+            if counts[size] > 1:
+                by_size.setdefault(size, []).append(i)
+        groups = list(by_size.values())
+        self._log("grouping by size", sum(map(len, groups)))
         return groups
+
+    def collapse_inodes(
+        self, cols: RecordColumns, size_groups: list[list[int]]
+    ) -> tuple[list[list[int]], dict[int, list[str]]]:
+        """Stage 2: one candidate per inode; groups of one inode drop out.
+
+        Returns the groups (in inode order, a cheap proxy for the order on disk)
+        and, for candidates with more names, those other names.
+        """
+        dev, ino, paths = cols.dev, cols.ino, cols.paths
+        out: list[list[int]] = []
+        links: dict[int, list[str]] = {}
+        for group in size_groups:
+            first: dict[tuple[int, int], int] = {}
+            for i in group:
+                j = first.setdefault((dev[i], ino[i]), i)
+                if j != i:
+                    links.setdefault(j, []).append(paths[i])
+            if len(first) > 1:
+                uniq = list(first.values()) if len(first) < len(group) else group
+                uniq.sort(key=ino.__getitem__)
+                out.append(uniq)
+        self._log("collapsing hardlinks", sum(map(len, out)))
+        return out, links
+
+    def run(self, cols: RecordColumns, pool: Any = None) -> list[Group]:
+        """Stages 1 to 3; the groups sorted by size (largest first), then by first path.
+
+        ``pool`` (a fork-context :class:`multiprocessing.pool.Pool` of
+        :attr:`jobs` workers) runs the block rounds in parallel.
+        """
+        start = time.monotonic()
+        self.progress.stage("grouping", unit="files")
+        groups, links = self.collapse_inodes(cols, self.group_by_size(cols))
+        n = sum(map(len, groups))
+        self.stats.candidates = n
+        total = sum(cols.size[g[0]] * len(g) for g in groups)
+        self.progress.stage("comparing", total=total, unit="bytes")
+        shares = self._shares(groups, self.jobs if pool is not None else 1)
+        tasks: list[_Task] = [
+            (
+                _Table(cols, [i for g in share for i in g]),
+                [cols.size[g[0]] for g in share],
+                [len(g) for g in share],
+                self.threads,
+                self.memory_budget,
+            )
+            for share in shares
+        ]
+        if len(tasks) > 1:
+            outcomes = pool.imap(_refine_task, tasks, 1)
+        else:
+            outcomes = (_refine_task(t, self.progress) for t in tasks)
+        result: list[Group] = []
+        rounds: dict[str, int] = {}
+        for share, outcome in zip(shares, outcomes, strict=True):
+            flat = [i for g in share for i in g]
+            for size, digest, members in outcome.groups:
+                result.append(self._group(cols, links, size, digest, [flat[m] for m in members]))
+            for w in outcome.warnings:
+                self.stats.warnings += 1
+                self.on_warning(w)
+            self.stats.bytes_read += outcome.bytes_read
+            if len(tasks) > 1:
+                self.progress.advance(outcome.bytes_read)
+            for stage, k in outcome.survivors:
+                rounds[stage] = rounds.get(stage, 0) + k
+        for stage, k in sorted(rounds.items(), key=lambda kv: int(kv[0].split()[-1])):
+            self._log(stage, k)
+        result.sort(key=lambda g: (-g.size, g.replicas[0].path))
+        self.stats.groups = len(result)
+        self.stats.redundant_files = sum(g.redundant_files for g in result)
+        self.stats.redundant_bytes = sum(g.redundant_bytes for g in result)
+        self.stats.seconds += time.monotonic() - start
+        return result
+
+    def _shares(self, groups: list[list[int]], jobs: int) -> list[list[list[int]]]:
+        """Cut the groups into about 4 shares per worker (none if too few to pay)."""
+        n = sum(map(len, groups))
+        if jobs < 2 or n < PARALLEL_MIN_FILES:
+            return [groups] if groups else []
+        per_share = n // (4 * jobs) + 1
+        shares: list[list[list[int]]] = [[]]
+        count = 0
+        for g in groups:
+            if count >= per_share:
+                shares.append([])
+                count = 0
+            shares[-1].append(g)
+            count += len(g)
+        return shares
+
+    @staticmethod
+    def _group(
+        cols: RecordColumns, links: dict[int, list[str]], size: int, digest: str, members: list[int]
+    ) -> Group:
+        replicas = [
+            Replica(
+                tuple(sorted([cols.paths[i], *links.get(i, ())])),
+                cols.dev[i],
+                cols.ino[i],
+                cols.mtime_ns[i],
+            )
+            for i in members
+        ]
+        replicas.sort(key=lambda r: r.path)
+        return Group(size, "blake3:" + digest, tuple(replicas))
+
+
+PARALLEL_MIN_FILES = 2000
+"""Fewer candidates than this are compared in-process: workers would not pay."""
 
 
 def find_duplicates(
@@ -416,6 +554,7 @@ def find_duplicates(
     follow_symlinks: bool = False,
     one_file_system: bool = False,
     empty: bool = False,
+    jobs: int | None = None,
     threads: int | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     on_warning: WarningSink = ignore_warning,
@@ -430,6 +569,11 @@ def find_duplicates(
     listed together in one :class:`Replica`. Per-file problems go to
     ``on_warning`` and never stop the run; figures go into ``stats``.
 
+    ``jobs`` worker processes (default: one per core) share the walk and the
+    comparison; they are forked at the start, while this process is small.
+    The whole run happens before the first group is yielded (groups come
+    sorted, largest first).
+
     Raises :class:`sif.errors.ConfigError` for bad filters, before any work.
     """
     options = WalkOptions(
@@ -443,14 +587,31 @@ def find_duplicates(
         empty=empty,
     )
     stats = stats if stats is not None else DupesStats()
-    walker = Walker(options, on_warning)
+    progress = progress or NullProgress()
     finder = ReplicaFinder(
+        jobs=jobs,
         threads=threads,
         memory_budget=memory_budget,
         on_warning=on_warning,
         progress=progress,
         stats=stats,
     )
-    groups = finder.run(walker.walk(paths))
-    stats.warnings += walker.stats.warnings
+    start = time.monotonic()
+    pool = _fork_pool(finder.jobs)
+    try:
+        progress.stage("scanning", unit="files")
+        cols, wstats = parallel_walk(paths, options, on_warning, pool, finder.jobs)
+        stats.warnings += wstats.warnings
+        groups = finder.run(cols, pool)
+    finally:
+        if pool is not None:
+            pool.terminate()
+    stats.seconds = time.monotonic() - start
     return iter(groups)
+
+
+def _fork_pool(jobs: int) -> Any:
+    """A pool of ``jobs`` forked workers, or ``None`` where fork is missing or pointless."""
+    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return multiprocessing.get_context("fork").Pool(jobs)
