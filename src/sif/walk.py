@@ -262,16 +262,15 @@ class Walker:
     def _walk_units(self, units: list[_Unit]) -> Iterator[FileRecord]:
         """Depth-first walk below each unit (a directory already marked visited)."""
         stack = list(reversed(units))
-        files: list[FileRecord] = []
         while stack:
             subdirs: list[_Unit] = []
+            files = RecordColumns()
             self._scan(stack.pop(), files, subdirs)
             yield from files
-            files.clear()
             # Reversed so that the walk visits subdirectories in readdir order.
             stack.extend(reversed(subdirs))
 
-    def _scan(self, unit: _Unit, files: list[FileRecord], subdirs: list[_Unit]) -> None:
+    def _scan(self, unit: _Unit, files: RecordColumns, subdirs: list[_Unit]) -> None:
         """Read one directory: its files go to ``files``, its subdirectories to ``subdirs``.
 
         The hot loop of the walk, kept lean: one ``lstat`` per entry, no call per file.
@@ -284,6 +283,9 @@ class Walker:
         include = None if self._include.empty else self._include
         follow = opts.follow_symlinks
         lo, hi = self._min, self._max
+        add_path, add_dev, add_ino = files.paths.append, files.dev.append, files.ino.append
+        add_size, add_mtime = files.size.append, files.mtime_ns.append
+        add_nlink = files.nlink.append
         stats.directories += 1
         try:
             it = os.scandir(dirpath)
@@ -334,11 +336,12 @@ class Walker:
                     else:
                         stats.files += 1
                         stats.bytes += size
-                        files.append(
-                            FileRecord(
-                                path, st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_nlink
-                            )
-                        )
+                        add_path(path)
+                        add_dev(st.st_dev)
+                        add_ino(st.st_ino)
+                        add_size(size)
+                        add_mtime(st.st_mtime_ns)
+                        add_nlink(st.st_nlink)
                 elif S_ISDIR(mode):
                     dkey = (st.st_dev, st.st_ino)
                     if dkey in ancestors:
@@ -353,9 +356,26 @@ class Walker:
                 else:
                     stats.special += 1
 
+    def walk_into(
+        self, cols: RecordColumns, units: list[_Unit], max_dirs: int | None = None
+    ) -> list[_Unit]:
+        """Walk ``units`` depth-first into ``cols``; stop after ``max_dirs`` directories.
+
+        Returns the directories left to walk (none when ``max_dirs`` is ``None``).
+        """
+        stack = list(reversed(units))
+        n = 0
+        while stack and (max_dirs is None or n < max_dirs):
+            subdirs: list[_Unit] = []
+            self._scan(stack.pop(), cols, subdirs)
+            # Reversed so that the walk visits subdirectories in readdir order.
+            stack.extend(reversed(subdirs))
+            n += 1
+        return stack
+
     def split(
         self, roots: Iterable[str | os.PathLike[str]], min_units: int
-    ) -> tuple[list[FileRecord], list[_Unit]]:
+    ) -> tuple[RecordColumns, list[_Unit]]:
         """Start a walk and cut the rest into at least ``min_units`` directories, if it can.
 
         Returns the files met so far (file roots included) and the directories
@@ -363,7 +383,7 @@ class Walker:
         process, completes the walk. Directories are expanded breadth-first, so
         the units are subtrees of similar depth.
         """
-        files: list[FileRecord] = []
+        files = RecordColumns()
         frontier: list[_Unit] = []
         file_roots: list[str] = []
         for root in roots:
@@ -414,6 +434,9 @@ class RecordColumns:
 
     def __len__(self) -> int:
         return len(self.paths)
+
+    def __iter__(self) -> Iterator[FileRecord]:
+        return map(FileRecord, self.paths, self.dev, self.ino, self.size, self.mtime_ns, self.nlink)
 
     def extend(self, records: Iterable[FileRecord]) -> None:
         for r in records:
@@ -470,16 +493,8 @@ def _walk_some(
     warnings: list[ScanWarning] = []
     walker = Walker(options, warnings.append)
     cols = RecordColumns()
-    files: list[FileRecord] = []
-    stack = list(reversed(units))
-    for _ in range(max_dirs):
-        if not stack:
-            break
-        subdirs: list[_Unit] = []
-        walker._scan(stack.pop(), files, subdirs)
-        stack.extend(reversed(subdirs))
-    cols.extend(files)
-    return cols, stack, warnings, walker.stats
+    left = walker.walk_into(cols, units, max_dirs)
+    return cols, left, warnings, walker.stats
 
 
 def parallel_walk(
@@ -498,12 +513,11 @@ def parallel_walk(
     so that walk stays in this process.
     """
     walker = Walker(options, on_warning)
-    cols = RecordColumns()
     if pool is None or options.follow_symlinks or jobs < 2:
-        cols.extend(walker.walk(roots))
+        cols, units = walker.split(roots, 0)
+        walker.walk_into(cols, units)
         return cols, walker.stats
-    records, pending = walker.split(roots, 4 * jobs)
-    cols.extend(records)
+    cols, pending = walker.split(roots, 4 * jobs)
     total = walker.stats
     inflight: list[Any] = []
     while pending or inflight:
