@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sif.core.fuzzysum import checksum, checksum_v2, compare_v2
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "checksum", "checksum_v2", "compare_v2"]

@@ -6,13 +6,25 @@ import base64
 import hashlib
 import math
 import pathlib
+import random
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sif.core.fuzzysum import AVG_SIZE, ROUND_TO, checksum, decode_like_java
+from sif.core.fuzzysum import (
+    AVG_SIZE,
+    ROUND_TO,
+    V2_MATCH_THRESHOLD,
+    V2_PIECES,
+    _lcs_length,
+    checksum,
+    checksum_v2,
+    compare_v2,
+    decode_like_java,
+    parse_v2,
+)
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "fuzzysum"
 CONFORMANCE = DATA / "conformance"
@@ -168,3 +180,192 @@ def test_words_that_add_no_distance_append_zeros() -> None:
     assert checksum(one) == java_literal(one)
     assert checksum(two) == java_literal(two)
     assert checksum(one) != checksum(two)
+
+
+# --- v2 ------------------------------------------------------------------------------------
+
+VOCABULARY = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "a",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "she",
+    "there",
+    "been",
+    "one",
+    "all",
+    "we",
+    "their",
+    "has",
+    "would",
+    "when",
+    "who",
+    "harbor",
+    "sailor",
+    "quietly",
+    "mended",
+    "patient",
+    "violin",
+    "northern",
+    "winter",
+    "ancient",
+    "painter",
+    "crossed",
+    "rusty",
+    "bridge",
+    "beside",
+    "lonely",
+    "orchard",
+    "bold",
+    "teacher",
+    "shouted",
+    "velvet",
+    "kitchen",
+    "shadow",
+    "distant",
+    "mountain",
+    "copper",
+    "lantern",
+    "whisper",
+    "meadow",
+    "thunder",
+    "garden",
+    "silver",
+    "river",
+    "forest",
+    "candle",
+    "morning",
+    "evening",
+]
+
+
+def random_text(seed: int, words: int) -> str:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(words):
+        out.append(rng.choice(VOCABULARY))
+        out.append(rng.choice([" "] * 12 + [", ", ". ", "\n"]))
+    return "".join(out)
+
+
+def single_edit(text: str, kind: str, where: float) -> str:
+    words = text.split(" ")
+    i = min(int(where * len(words)), len(words) - 2)
+    if kind == "spelling":
+        word = words[i]
+        words[i] = word[:1] + "q" + word[2:] if len(word) > 1 else word + "q"
+    elif kind == "add":
+        words.insert(i, "lighthouse")
+    elif kind == "remove":
+        del words[i]
+    else:
+        words[i], words[i + 1] = words[i + 1], words[i]
+    return " ".join(words)
+
+
+def v2_match(a: str, b: str) -> bool:
+    return a == b or compare_v2(a, b) >= V2_MATCH_THRESHOLD
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32),
+    st.integers(100, 3000),
+    st.sampled_from(["spelling", "add", "remove", "swap"]),
+    st.floats(0, 1),
+)
+def test_v2_single_edit_keeps_a_match(seed: int, words: int, kind: str, where: float) -> None:
+    text = random_text(seed, words)
+    assert v2_match(checksum_v2(text), checksum_v2(single_edit(text, kind, where)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32), st.integers(100, 3000), st.integers(100, 3000))
+def test_v2_unrelated_texts_do_not_match(seed: int, words_a: int, words_b: int) -> None:
+    a = checksum_v2(random_text(seed, words_a))
+    b = checksum_v2(random_text(seed + 1, words_b))
+    assert not v2_match(a, b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=2000))
+def test_v2_digest_format(text: str) -> None:
+    digest = checksum_v2(text)
+    level, first, second = parse_v2(digest)
+    assert digest.startswith(f"v2:{level}:")
+    assert level >= 2
+    assert len(first) <= 2 * V2_PIECES
+    assert len(second) <= len(first)
+    assert compare_v2(digest, digest) in (0, 100)  # 0 only for parts too short to grade
+
+
+def test_v2_normalises_case_tags_and_punctuation() -> None:
+    text = random_text(1, 400)
+    assert checksum_v2(text.upper()) == checksum_v2(text)
+    assert checksum_v2(text.replace(" ", " <i>", 7)) == checksum_v2(text)
+    assert checksum_v2(text.replace(",", "—")) == checksum_v2(text)
+    # a comparison sign is not a tag
+    assert checksum_v2(text.replace(" the ", " a < b and c > d ", 1)) != checksum_v2(text)
+
+
+def test_v2_identical_text_identical_digest_and_full_score() -> None:
+    text = random_text(2, 1000)
+    assert checksum_v2(text) == checksum_v2(str(text))
+    assert compare_v2(checksum_v2(text), checksum_v2(text)) == 100
+
+
+def test_v2_compares_neighbouring_levels_on_the_level_they_share() -> None:
+    assert compare_v2("v2:3:ABCDEFGH:IJKLMNOP", "v2:4:IJKLMNOP:QRST") == 100
+    assert compare_v2("v2:4:IJKLMNOP:QRST", "v2:3:ABCDEFGH:IJKLMNOP") == 100
+    assert compare_v2("v2:3:ABCDEFGH:IJKLMNOP", "v2:5:IJKLMNOP:QRST") == 0
+
+
+def test_v2_score_is_dice_on_the_longest_common_subsequence() -> None:
+    # 10 pieces against 10 with one changed: LCS 9, score 200 * 9 / 20 = 90.
+    assert compare_v2("v2:2:ABCDEFGHIJ:AB", "v2:2:ABCDEZGHIJ:AB") == 90
+    # No common run of 4 pieces: 0, however long the common subsequence.
+    assert compare_v2("v2:2:AxBCyDEzFG:", "v2:2:ABCDEFGtuv:") == 0
+
+
+@pytest.mark.parametrize("bad", ["", "v1:2:AB:A", "v2:x:AB:A", "v2:2:A-B:A", "v2:2:AB"])
+def test_v2_rejects_what_is_not_a_v2_digest(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_v2(bad)
+
+
+@given(st.text("abcd", max_size=70), st.text("abcd", max_size=70))
+def test_lcs_bit_parallel_equals_dynamic_programming(a: str, b: str) -> None:
+    row = [0] * (len(b) + 1)
+    for char in a:
+        previous = 0
+        for j, other in enumerate(b, 1):
+            previous, row[j] = row[j], (previous + 1 if char == other else max(row[j], row[j - 1]))
+    assert _lcs_length(a, b) == row[-1]

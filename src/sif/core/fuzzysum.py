@@ -197,11 +197,15 @@ V2_MIN_LEVEL = 2
 """Chunks hold at least 2**V2_MIN_LEVEL words on average: shorter chunks of common words make
 the same pieces in unrelated texts."""
 
-V2_MATCH_THRESHOLD = 60
+V2_MATCH_THRESHOLD = 75
 """A :func:`compare_v2` score at or above it is a match (see ``bench/fuzzysum.py``)."""
 
 V2_MIN_COMMON_RUN = 4
 """Two digests that share no run of this many pieces score 0 (ssdeep requires 7 characters)."""
+
+V2_MIN_PIECES = 6
+"""Parts with fewer pieces get no graded score; such texts (a few dozen words) match only
+when their digests are equal."""
 
 _V2_ALPHABET = np.frombuffer(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8
@@ -232,6 +236,7 @@ def _splitmix_table(count: int, seed: int) -> npt.NDArray[np.uint64]:
 
 
 _V2_BYTE_KEY = _splitmix_table(256, 0x5F0A)
+_V2_PAIR_SALT = 0x2545F4914F6CDD1D
 _V2_MULTIPLIER = np.uint64(0x100000001B3)  # FNV-1a 64-bit prime: odd, so powers never vanish
 
 
@@ -300,17 +305,26 @@ def checksum_v2(text: str) -> str:
     hashes = _v2_word_hashes(text)
     if hashes.size == 0:
         return f"{V2_PREFIX}{V2_MIN_LEVEL}::"
-    # Boundaries use the high half of the word hash; pieces mix all of it.
-    levels = _trailing_ones(hashes >> np.uint64(32))
+    # A boundary depends on a word and the one before it: single words are too skewed (a
+    # frequent word that ends chunks at one level makes that level's chunks tiny).
+    pairs = hashes.copy()
+    pairs[1:] += _mix(hashes[:-1] ^ np.uint64(_V2_PAIR_SALT))
+    levels = _trailing_ones(_mix(pairs) >> np.uint64(32))
     per_level = np.bincount(levels, minlength=64)
     at_least = np.cumsum(per_level[::-1])[::-1]  # at_least[k]: words of level >= k
-    last_is_end = int(levels[-1])
+    last = int(levels[-1])
+    chunks = at_least + (np.arange(at_least.size) > last)  # a last chunk without a boundary
     level = V2_MIN_LEVEL
-    while level < 63:
-        chunks = int(at_least[level]) + (0 if last_is_end >= level else 1)
-        if chunks <= V2_PIECES:
-            break
+    while level < 62 and chunks[level] > V2_PIECES:
         level += 1
+    # A phrase repeated all over a text can make one level's chunks many and the next level's
+    # very few: then take up to twice as many pieces rather than a handful.
+    if (
+        level > V2_MIN_LEVEL
+        and chunks[level] < V2_PIECES // 4
+        and chunks[level - 1] <= 2 * V2_PIECES
+    ):
+        level -= 1
     first = _v2_pieces(hashes, levels, level)
     second = _v2_pieces(hashes, levels, level + 1)
     return f"{V2_PREFIX}{level}:{first}:{second}"
@@ -349,10 +363,11 @@ def _has_common_run(a: str, b: str, run: int) -> bool:
 
 
 def _score_pieces(a: str, b: str) -> int:
+    if min(len(a), len(b)) < V2_MIN_PIECES:
+        return 0  # too few pieces for a graded score: only equal digests match
     if a == b:
         return 100
-    run = min(V2_MIN_COMMON_RUN, len(a), len(b))
-    if run == 0 or not _has_common_run(a, b, run):
+    if not _has_common_run(a, b, V2_MIN_COMMON_RUN):
         return 0
     # Dice on the longest common subsequence: 100 minus the share of pieces an edit changed.
     return (200 * _lcs_length(a, b)) // (len(a) + len(b))
