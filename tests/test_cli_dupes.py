@@ -1,0 +1,137 @@
+"""``sif dupes`` in-process: formats, names that are not UTF-8, exit codes, summary."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sif.cli import main
+from treeutil import write
+
+
+def run(*args: str, input: bytes | None = None) -> tuple[int, bytes, str]:
+    result = CliRunner().invoke(main, ["dupes", *args], input=input)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout_bytes, result.stderr
+
+
+def tree(tmp: Path) -> Path:
+    write(tmp / "a/one", b"same bytes\n")
+    write(tmp / "b/two", b"same bytes\n")
+    os.link(tmp / "a/one", tmp / "a/one-link")
+    write(tmp / "c/three", b"other\n")
+    write(tmp / "c/four", b"other\n")
+    write(tmp / "lonely", b"unique content\n")
+    return tmp
+
+
+def test_text_format_groups_sizes_and_hardlinks(tmp_path: Path) -> None:
+    code, out, err = run(str(tree(tmp_path)))
+    assert code == 0
+    text = out.decode()
+    blocks = text.strip().split("\n\n")
+    assert len(blocks) == 2
+    assert blocks[0].startswith("2 files of 11 bytes")
+    assert f"  = {tmp_path}/a/one-link  (hardlink)" in blocks[0]
+    assert "2 groups of replicas, 2 redundant files" in err
+
+
+def test_fdupes_format_matches_fdupes_layout(tmp_path: Path) -> None:
+    _, out, _ = run("--format", "fdupes", "-q", str(tree(tmp_path)))
+    groups = [set(b.split("\n")) for b in out.decode().rstrip("\n").split("\n\n")]
+    assert {f"{tmp_path}/a/one", f"{tmp_path}/a/one-link", f"{tmp_path}/b/two"} in groups
+    assert {f"{tmp_path}/c/three", f"{tmp_path}/c/four"} in groups
+
+
+def test_json_and_csv(tmp_path: Path) -> None:
+    _, out, _ = run("--format", "json", "-q", str(tree(tmp_path)))
+    docs = [json.loads(line) for line in out.decode().splitlines()]
+    first = docs[0]
+    assert first["size"] == 11
+    assert first["digest"].startswith("blake3:")
+    assert first["paths"] == [f"{tmp_path}/a/one", f"{tmp_path}/b/two"]
+    assert first["hardlinks"] == [[f"{tmp_path}/a/one-link"], []]
+    _, out, _ = run("--format", "csv", "-q", str(tmp_path))
+    rows = list(csv.DictReader(io.StringIO(out.decode())))
+    assert {r["path"] for r in rows if r["group"] == "1"} == {
+        f"{tmp_path}/a/one",
+        f"{tmp_path}/a/one-link",
+        f"{tmp_path}/b/two",
+    }
+    assert [r["hardlink_of"] for r in rows if r["path"].endswith("one-link")] == [
+        f"{tmp_path}/a/one"
+    ]
+
+
+def test_undecodable_and_newline_names_round_trip(tmp_path: Path) -> None:
+    raw = os.fsencode(tmp_path) + b"/bad\xffname"
+    write(raw, b"payload\n")
+    write(tmp_path / "new\nline", b"payload\n")
+    code, out, _ = run("-q", str(tmp_path))
+    assert code == 1  # the bad name is a warning
+    assert b"$'" + os.fsencode(tmp_path) + b"/bad\\xffname'" in out
+    assert b"$'" + os.fsencode(tmp_path) + b"/new\\nline'" in out
+    # -0: raw bytes, NUL-terminated, a group ends with an extra NUL.
+    _, out, _ = run("-0", "-q", str(tmp_path))
+    assert out.endswith(b"\0\0")
+    assert set(out.rstrip(b"\0").split(b"\0")) == {raw, os.fsencode(tmp_path) + b"/new\nline"}
+    # json: the undecodable byte is \udcff, which Python turns back into the byte.
+    _, out, _ = run("--format", "json", "-q", str(tmp_path))
+    doc = json.loads(out)
+    assert raw in [os.fsencode(p) for p in doc["paths"]]
+    assert "\\udcff" in out.decode("utf-8")
+
+
+def test_warning_names_path_and_cause_exit_1(tmp_path: Path) -> None:
+    write(tmp_path / "x", b"1")
+    code, _, err = run(str(tmp_path), str(tmp_path / "missing"))
+    assert code == 1
+    assert f"sif: warning: {tmp_path}/missing: vanished during the scan" in err
+    assert "1 warnings" in err
+
+
+def test_from_file_and_stdin_nul(tmp_path: Path) -> None:
+    tree(tmp_path)
+    listing = f"{tmp_path}/c/three\0{tmp_path}/c/four\0".encode()
+    code, out, _ = run("--from-file", "-", "-0", "-q", input=listing)
+    assert code == 0
+    assert out == f"{tmp_path}/c/four\0{tmp_path}/c/three\0\0".encode()
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{tmp_path}/c/three\n{tmp_path}/c/four\n")
+    _, out, _ = run("--from-file", str(lst), "--format", "fdupes", "-q")
+    assert out == f"{tmp_path}/c/four\n{tmp_path}/c/three\n".encode()
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run()[0] == 2  # no path
+    assert run("--min-size", "lots", str(tmp_path))[0] == 2
+    assert run("--min-size", "10", "--max-size", "5", str(tmp_path))[0] == 2
+    assert run("--format", "xml", str(tmp_path))[0] == 2
+
+
+def test_filters_and_empty(tmp_path: Path) -> None:
+    write(tmp_path / "e1", b"")
+    write(tmp_path / "e2", b"")
+    write(tmp_path / ".h1", b"hidden\n")
+    write(tmp_path / ".h2", b"hidden\n")
+    assert run("-q", "--no-hidden", str(tmp_path))[1] == b""
+    _, out, _ = run("-q", "--format", "fdupes", "--empty", "--no-hidden", str(tmp_path))
+    assert set(out.decode().split()) == {f"{tmp_path}/e1", f"{tmp_path}/e2"}
+    _, out, _ = run("-q", "--format", "fdupes", "--exclude", ".h2", str(tmp_path))
+    assert out == b""
+
+
+def test_python_m_sif_and_help() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "sif", "dupes", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "Exit status" in out.stdout
