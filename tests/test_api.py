@@ -14,7 +14,11 @@ def test_every_exported_name_resolves() -> None:
 
 
 def test_dupes_cli_does_not_import_numpy() -> None:
-    code = "import sys, sif.cli; sys.exit('numpy' in sys.modules)"
+    code = (
+        "import sys\nfrom sif.cli import main\n"
+        "try:\n    main(['dupes', '--help'])\nexcept SystemExit:\n    pass\n"
+        "sys.exit('numpy' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -31,3 +35,13 @@ def test_find_duplicates_yields_groups(tmp_path: object) -> None:
 
 def test_all_lists_exactly_the_exports() -> None:
     assert set(sif.__all__) == set(sif._EXPORTS) | {"__version__"}
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    from pathlib import Path
+
+    from sif.cli import COMMANDS
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for name in COMMANDS:
+        assert f"`sif {name}" in readme, name

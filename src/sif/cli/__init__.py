@@ -1,29 +1,40 @@
 """The ``sif`` command line: a thin layer over the library.
 
 Each command parses its options into a frozen configuration, makes one
-library call and renders the result with :mod:`sif.report`.
+library call and renders the result with :mod:`sif.report`. Commands live in
+modules of their own and are imported only when run (or listed by
+``--help``), so that ``sif dupes`` starts without numpy.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from sif import __version__
 
+COMMANDS = {
+    "dupes": "sif.cli.dupes:dupes",
+    "fuzzysum": "sif.cli.fuzzysum:fuzzysum",
+}
+"""Command name -> ``module:attribute`` of its click command."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, attr = COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sif")
 def main() -> None:
     """Find exact replicas and similar files in large file systems."""
-
-
-def _register() -> None:
-    # Imported here so that each command lives in a module of its own.
-    from sif.cli.dupes import dupes
-    from sif.cli.fuzzysum import fuzzysum
-
-    main.add_command(dupes)
-    main.add_command(fuzzysum)
-
-
-_register()
