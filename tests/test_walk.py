@@ -163,3 +163,27 @@ def test_one_file_system() -> None:
         assert name not in scan("/dev", one_file_system=True)[0]
     finally:
         os.unlink(name)
+
+
+def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sif.walk
+    from sif.executors import fork_pool
+    from sif.walk import parallel_walk
+
+    monkeypatch.setattr(sif.walk, "BATCH_DIRS", 3)  # batches hand most of their work back
+    # Deep and wide enough that work batches leave directories behind for the queue.
+    for a in range(6):
+        for b in range(30):
+            for c in range(3):
+                write(tmp_path / f"a{a}/b{b}/c{c}/f", f"{a}{b}{c}".encode())
+    write(tmp_path / "top", b"t")
+    serial, stats = parallel_walk([tmp_path], WalkOptions())
+    pool = fork_pool(2)
+    try:
+        shared, pstats = parallel_walk([tmp_path], WalkOptions(), pool=pool, jobs=2)
+    finally:
+        pool.terminate()
+    assert len(serial) == 6 * 30 * 3 + 1
+    assert sorted(shared.paths) == sorted(serial.paths)
+    assert pstats.files == stats.files
+    assert pstats.directories == stats.directories

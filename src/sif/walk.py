@@ -28,6 +28,7 @@ import os
 import re
 import stat
 from array import array
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from stat import S_ISDIR, S_ISREG
@@ -497,6 +498,10 @@ def _walk_some(
     return cols, left, warnings, walker.stats
 
 
+BATCH_DIRS = 256
+"""Directories one batch of a parallel walk reads before it hands the rest back."""
+
+
 def parallel_walk(
     roots: Iterable[str | os.PathLike[str]],
     options: WalkOptions,
@@ -504,13 +509,14 @@ def parallel_walk(
     pool: Any = None,
     jobs: int = 1,
 ) -> tuple[RecordColumns, WalkStats]:
-    """The walk of :func:`walk` as columns, its subtrees shared among worker processes.
+    """The walk of :func:`walk` as columns, shared by this process and a pool's workers.
 
-    ``pool`` is a :class:`multiprocessing.pool.Pool` of ``jobs`` processes, or
-    ``None`` to walk here. Work is handed out as small batches of directories
-    and what a batch leaves unwalked returns to the queue. With
-    ``follow_symlinks``, two workers could reach one directory through links,
-    so that walk stays in this process.
+    ``pool`` is a :class:`multiprocessing.pool.Pool` of ``jobs - 1`` workers,
+    or ``None`` to walk here alone. Work goes out as small batches of
+    directories; what a batch leaves unwalked returns to the queue, so no
+    process sits on a huge subtree while another idles. With
+    ``follow_symlinks``, two processes could reach one directory through
+    links, so that walk stays in this process.
     """
     walker = Walker(options, on_warning)
     if pool is None or options.follow_symlinks or jobs < 2:
@@ -519,13 +525,16 @@ def parallel_walk(
         return cols, walker.stats
     cols, pending = walker.split(roots, 4 * jobs)
     total = walker.stats
-    inflight: list[Any] = []
-    while pending or inflight:
-        while pending and len(inflight) < 2 * jobs:
-            share = max(1, len(pending) // (2 * jobs))
-            batch, pending = pending[:share], pending[share:]
-            inflight.append(pool.apply_async(_walk_some, (options, batch, 256)))
-        part, left, warnings, stats = inflight.pop(0).get()
+    inflight: deque[Any] = deque()
+
+    def take() -> list[_Unit]:
+        nonlocal pending
+        share = max(1, len(pending) // (2 * jobs))
+        batch, pending = pending[:share], pending[share:]
+        return batch
+
+    def merge(result: tuple[RecordColumns, list[_Unit], list[ScanWarning], WalkStats]) -> None:
+        part, left, warnings, stats = result
         pending.extend(left)
         cols.absorb(part)
         for w in warnings:
@@ -536,6 +545,17 @@ def parallel_walk(
         total.special += stats.special
         total.symlinks_skipped += stats.symlinks_skipped
         total.filtered += stats.filtered
+
+    while pending or inflight:
+        while pending and len(inflight) < 2 * (jobs - 1):
+            inflight.append(pool.apply_async(_walk_some, (options, take(), BATCH_DIRS)))
+        while inflight and inflight[0].ready():
+            merge(inflight.popleft().get())
+        if pending:
+            batch = take()  # before naming `pending`: take() rebinds it
+            pending.extend(walker.walk_into(cols, batch, BATCH_DIRS))  # this process works too
+        elif inflight:
+            merge(inflight.popleft().get())
     return cols, walker.stats
 
 

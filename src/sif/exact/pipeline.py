@@ -36,9 +36,9 @@ closed at once, so groups larger than the open-file limit work.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
+from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,17 +50,18 @@ import xxhash
 from blake3 import blake3
 
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.executors import fork_pool, shared_map
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
 
 FIRST_BLOCK = 4 * 1024
 """The first block: one page, enough to tell most different small files apart."""
 GROWTH = 4
 """Each block is GROWTH times the one before: a file of n bytes takes O(log n) rounds."""
-MAX_BLOCK = 4 * 1024 * 1024
-"""The largest block: big enough to make a read's fixed cost negligible."""
+MAX_BLOCK = 1024 * 1024
+"""The largest block: a read's fixed cost (~5 us) is then under 5% of its copy time."""
 MIN_BLOCK = 64 * 1024
 """Large groups never shrink the block below this."""
-DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024
+DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
 """Bytes of block data held at once, at most (plus one block per reader)."""
 
 
@@ -171,10 +172,10 @@ class _Table:
 
     def __init__(self, cols: RecordColumns, indices: list[int]) -> None:
         self.paths = [cols.paths[i] for i in indices]
-        self.dev = [cols.dev[i] for i in indices]
-        self.ino = [cols.ino[i] for i in indices]
-        self.size = [cols.size[i] for i in indices]
-        self.mtime_ns = [cols.mtime_ns[i] for i in indices]
+        self.dev = array("Q", [cols.dev[i] for i in indices])
+        self.ino = array("Q", [cols.ino[i] for i in indices])
+        self.size = array("q", [cols.size[i] for i in indices])
+        self.mtime_ns = array("q", [cols.mtime_ns[i] for i in indices])
 
     def read(self, i: int, offset: int, length: int) -> bytes | str:
         """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
@@ -348,7 +349,10 @@ class _Refiner:
                 blocks: Iterable[bytes | str] = (read(i, offset, length) for i in members)
             else:
                 # Readers run ahead by a few blocks only: memory stays bounded.
-                blocks = _bounded_map(pool, partial(read, offset=offset, length=length), members, 4)
+                ahead = self.threads
+                blocks = _bounded_map(
+                    pool, partial(read, offset=offset, length=length), members, ahead
+                )
             for i, res in zip(members, blocks, strict=True):
                 if isinstance(res, str):
                     self._drop(i, res)
@@ -458,8 +462,8 @@ class ReplicaFinder:
     def run(self, cols: RecordColumns, pool: Any = None) -> list[Group]:
         """Stages 1 to 3; the groups sorted by size (largest first), then by first path.
 
-        ``pool`` (a fork-context :class:`multiprocessing.pool.Pool` of
-        :attr:`jobs` workers) runs the block rounds in parallel.
+        ``pool`` (from :func:`sif.executors.fork_pool`) shares the block rounds
+        with this process.
         """
         start = time.monotonic()
         self.progress.stage("grouping", unit="files")
@@ -469,7 +473,7 @@ class ReplicaFinder:
         total = sum(cols.size[g[0]] * len(g) for g in groups)
         self.progress.stage("comparing", total=total, unit="bytes")
         shares = self._shares(groups, self.jobs if pool is not None else 1)
-        tasks: list[_Task] = [
+        tasks = (
             (
                 _Table(cols, [i for g in share for i in g]),
                 [cols.size[g[0]] for g in share],
@@ -478,22 +482,22 @@ class ReplicaFinder:
                 self.memory_budget,
             )
             for share in shares
-        ]
-        if len(tasks) > 1:
-            outcomes = pool.imap(_refine_task, tasks, 1)
-        else:
-            outcomes = (_refine_task(t, self.progress) for t in tasks)
+        )  # made one at a time, as the pool takes them: memory stays small
+        parallel = pool is not None and len(shares) > 1
+        # Alone, this process reports progress as it reads; shared, as results come in.
+        local = _refine_task if parallel else partial(_refine_task, progress=self.progress)
+        outcomes = shared_map(_refine_task, tasks, pool if parallel else None, local=local)
         result: list[Group] = []
         rounds: dict[str, int] = {}
-        for share, outcome in zip(shares, outcomes, strict=True):
-            flat = [i for g in share for i in g]
+        for k, outcome in outcomes:
+            flat = [i for g in shares[k] for i in g]
             for size, digest, members in outcome.groups:
                 result.append(self._group(cols, links, size, digest, [flat[m] for m in members]))
             for w in outcome.warnings:
                 self.stats.warnings += 1
                 self.on_warning(w)
             self.stats.bytes_read += outcome.bytes_read
-            if len(tasks) > 1:
+            if parallel:
                 self.progress.advance(outcome.bytes_read)
             for stage, k in outcome.survivors:
                 rounds[stage] = rounds.get(stage, 0) + k
@@ -597,7 +601,7 @@ def find_duplicates(
         stats=stats,
     )
     start = time.monotonic()
-    pool = _fork_pool(finder.jobs)
+    pool = fork_pool(finder.jobs)
     try:
         progress.stage("scanning", unit="files")
         cols, wstats = parallel_walk(paths, options, on_warning, pool, finder.jobs)
@@ -608,10 +612,3 @@ def find_duplicates(
             pool.terminate()
     stats.seconds = time.monotonic() - start
     return iter(groups)
-
-
-def _fork_pool(jobs: int) -> Any:
-    """A pool of ``jobs`` forked workers, or ``None`` where fork is missing or pointless."""
-    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    return multiprocessing.get_context("fork").Pool(jobs)
