@@ -24,6 +24,8 @@ _EXPORTS = {
     "checksum": "sif.core.fuzzysum",
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
+    "fingerprint": "sif.fingerprint",
+    "fingerprint_file": "sif.fingerprint",
 }
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "checksum_v2",
     "compare_v2",
     "find_duplicates",
+    "fingerprint",
+    "fingerprint_file",
     "walk",
 ]
 
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
     from sif.errors import SifError
     from sif.events import ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
+    from sif.fingerprint import fingerprint, fingerprint_file
     from sif.walk import FileRecord, WalkOptions, walk
 
 
