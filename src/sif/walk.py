@@ -283,79 +283,79 @@ class Walker:
         exclude = None if self._exclude.empty else self._exclude
         include = None if self._include.empty else self._include
         follow = opts.follow_symlinks
-        lo, hi = self._min, self._max
+        lo = self._min
+        hi = self._max if self._max is not None else 1 << 63
         add_path, add_dev, add_ino = files.paths.append, files.dev.append, files.ino.append
         add_size, add_mtime = files.size.append, files.mtime_ns.append
         add_nlink = files.nlink.append
+        visited = self._visited
+        n_files = n_bytes = n_filtered = n_links = n_special = 0
         stats.directories += 1
         try:
             it = os.scandir(dirpath)
         except OSError as exc:
             self._warn(dirpath, _cause(exc))
             return
-        with it:
-            while True:
-                try:
-                    entry = next(it)
-                except StopIteration:
-                    break
-                except OSError as exc:
-                    self._warn(dirpath, _cause(exc))
-                    break
-                name = entry.name
-                if skip_hidden and name[0] == ".":
-                    continue
-                path = entry.path
-                if exclude is not None and exclude.match(name, path):
-                    continue
-                if not name.isascii() and not _valid_utf8(name):
-                    self._warn(path, "name is not valid UTF-8 (shown escaped)")
-                try:
-                    if entry.is_symlink():
-                        if not follow:
-                            stats.symlinks_skipped += 1
-                            continue
-                        try:
-                            st = entry.stat()
-                        except FileNotFoundError:
-                            self._warn(path, "broken symlink")
-                            continue
+        try:
+            with it:
+                for entry in it:
+                    name = entry.name
+                    if skip_hidden and name[0] == ".":
+                        continue
+                    path = entry.path
+                    if exclude is not None and exclude.match(name, path):
+                        continue
+                    if not name.isascii() and not _valid_utf8(name):
+                        self._warn(path, "name is not valid UTF-8 (shown escaped)")
+                    try:
+                        if entry.is_symlink():
+                            if not follow:
+                                n_links += 1
+                                continue
+                            try:
+                                st = entry.stat()
+                            except FileNotFoundError:
+                                self._warn(path, "broken symlink")
+                                continue
+                        else:
+                            st = entry.stat(follow_symlinks=False)
+                    except OSError as exc:
+                        self._warn(path, _cause(exc))
+                        continue
+                    mode = st.st_mode
+                    if S_ISREG(mode):
+                        size = st.st_size
+                        if lo <= size <= hi and (include is None or include.match(name, path)):
+                            n_files += 1
+                            n_bytes += size
+                            add_path(path)
+                            add_dev(st.st_dev)
+                            add_ino(st.st_ino)
+                            add_size(size)
+                            add_mtime(st.st_mtime_ns)
+                            add_nlink(st.st_nlink)
+                        else:
+                            n_filtered += 1
+                    elif S_ISDIR(mode):
+                        dkey = (st.st_dev, st.st_ino)
+                        if dkey in ancestors:
+                            self._warn(path, "symlink loop (leads back to a parent directory)")
+                        elif dkey in visited:
+                            pass  # reached before through another link
+                        elif opts.one_file_system and st.st_dev != top_dev:
+                            pass
+                        else:
+                            visited.add(dkey)
+                            subdirs.append((path, top_dev, ancestors | {dkey}))
                     else:
-                        st = entry.stat(follow_symlinks=False)
-                except OSError as exc:
-                    self._warn(path, _cause(exc))
-                    continue
-                mode = st.st_mode
-                if S_ISREG(mode):
-                    size = st.st_size
-                    if (
-                        size < lo
-                        or (hi is not None and size > hi)
-                        or (include is not None and not include.match(name, path))
-                    ):
-                        stats.filtered += 1
-                    else:
-                        stats.files += 1
-                        stats.bytes += size
-                        add_path(path)
-                        add_dev(st.st_dev)
-                        add_ino(st.st_ino)
-                        add_size(size)
-                        add_mtime(st.st_mtime_ns)
-                        add_nlink(st.st_nlink)
-                elif S_ISDIR(mode):
-                    dkey = (st.st_dev, st.st_ino)
-                    if dkey in ancestors:
-                        self._warn(path, "symlink loop (leads back to a parent directory)")
-                    elif dkey in self._visited:
-                        pass  # reached before through another link
-                    elif opts.one_file_system and st.st_dev != top_dev:
-                        pass
-                    else:
-                        self._visited.add(dkey)
-                        subdirs.append((path, top_dev, ancestors | {dkey}))
-                else:
-                    stats.special += 1
+                        n_special += 1
+        except OSError as exc:  # readdir itself failed part-way
+            self._warn(dirpath, _cause(exc))
+        stats.files += n_files
+        stats.bytes += n_bytes
+        stats.filtered += n_filtered
+        stats.symlinks_skipped += n_links
+        stats.special += n_special
 
     def walk_into(
         self, cols: RecordColumns, units: list[_Unit], max_dirs: int | None = None
