@@ -202,3 +202,20 @@ def test_anchor_files_round_trip_and_errors(tmp_path: Path) -> None:
         load_anchors(out)
     with pytest.raises(InputError):
         load_anchors(tmp_path / "missing")
+
+
+def test_blocks_of_a_large_input_join_up_to_the_core_result() -> None:
+    from sif.core.anchors import anchor_select
+    from sif.core.sampling import sif94_select, winnow_select
+
+    data = prose(8, 2_600_000)  # more than two internal blocks
+    arr = np.frombuffer(data, dtype=np.uint8)
+    got = fingerprint_detail(data)
+    starts, values = winnow_select(arr, 50, 511, 8)
+    assert np.array_equal(got.offsets, starts) and np.array_equal(got.values, values)
+    got = fingerprint_detail(data, "sif94")
+    starts, values = sif94_select(arr, 50, 8, 30)
+    assert np.array_equal(got.offsets, starts) and np.array_equal(got.values, values)
+    got = fingerprint_detail(data, "anchors", anchors=ANCHORS)
+    starts, values = anchor_select(arr, ANCHORS)
+    assert np.array_equal(got.offsets, starts) and np.array_equal(got.values, values)

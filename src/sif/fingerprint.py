@@ -35,7 +35,7 @@ import json
 import os
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -262,35 +262,47 @@ def _effective(p: FingerprintParams, n: int) -> int:
     return k
 
 
-def _run(
-    p: FingerprintParams, anchors: AnchorSet | None, blocks: Iterable[np.ndarray], size: int
-) -> tuple[U64, I64]:
-    """Fingerprints of the concatenation of ``blocks``, whose total length is ``size``
-    or at least :func:`_threshold` (so the effective parameters are known up front).
+Fill = Callable[[memoryview], int]
 
-    Each buffer is the unfinished tail of the previous one followed by the
-    next block; each scheme consumes the windows it has finished with and
-    carries state across (the non-overlap point of ``sif94``, the last kept
-    offset of ``winnow``), so the result does not depend on the block size.
-    Memory: the largest block plus ``w + W`` bytes, and the scratch of the
-    selection (see :mod:`sif.core.sampling`).
+
+def _run(
+    p: FingerprintParams, anchors: AnchorSet | None, fill: Fill, block: int, size: int
+) -> tuple[U64, I64]:
+    """Fingerprints of the bytes that ``fill`` writes, ``block`` at most per call.
+
+    ``fill(view)`` writes up to ``len(view)`` bytes into ``view`` and returns
+    how many (0 at the end). ``size`` is the input's length, or any length
+    from :func:`_threshold` on when the input is at least that long: from
+    there the effective parameters no longer depend on it.
+
+    One buffer is reused: the unfinished tail of the previous fill (fewer
+    than ``w + W`` bytes) is moved to its front and the next bytes are read
+    after it, so there is no copy besides the read. Each scheme consumes the
+    windows it has finished with and carries state across (the non-overlap
+    point of ``sif94``, the last kept offset of ``winnow``), so the result
+    does not depend on how the input is cut. Memory: the buffer plus the
+    selection's scratch (see :mod:`sif.core.sampling`).
     """
     w = p.window
     eff = _effective(p, size)
-    carry = np.empty(0, dtype=np.uint8)
-    base = 0  # offset of carry[0] in the input
+    buf = np.empty(block + w + (eff if p.scheme == "winnow" else 0), dtype=np.uint8)
+    carried = 0  # bytes of the previous fill kept at the front of buf
+    base = 0  # offset of buf[0] in the input
     next_free = 0  # sif94: first offset not covered by a kept window
     last_kept = -1  # winnow: the last offset kept
     values: list[U64] = []
     offsets: list[I64] = []
-    for block in blocks:
-        buf = np.concatenate((carry, block)) if len(carry) else block
-        m = len(buf) - w + 1
+    while True:
+        got = fill(buf.data[carried : carried + block])
+        if got == 0:
+            break
+        view = buf[: carried + got]
+        m = len(view) - w + 1
+        if m < (eff if p.scheme == "winnow" else 1):
+            carried = len(view)
+            continue
         if p.scheme == "winnow":
-            if m < eff:
-                carry = buf
-                continue
-            starts, vals = winnow_select(buf, w, eff, int(p.max_period or 0))
+            starts, vals = winnow_select(view, w, eff, int(p.max_period or 0))
             starts += base
             fresh = starts > last_kept
             starts, vals = starts[fresh], vals[fresh]
@@ -298,11 +310,8 @@ def _run(
                 last_kept = int(starts[-1])
             done = m - eff + 1
         elif p.scheme == "sif94":
-            if m <= 0:
-                carry = buf
-                continue
             starts, vals = sif94_select(
-                buf,
+                view,
                 w,
                 eff,
                 int(p.modulus_bits or MODULUS_BITS),
@@ -314,20 +323,45 @@ def _run(
                 next_free = int(starts[-1]) + w
             done = m
         else:
-            if m <= 0:
-                carry = buf
-                continue
             assert anchors is not None
-            starts, vals = anchor_select(buf, anchors, w, int(p.max_period or 0))
+            starts, vals = anchor_select(view, anchors, w, int(p.max_period or 0))
             starts += base
             done = m
         values.append(vals)
         offsets.append(starts)
-        carry = buf[done:].copy()
+        carried = len(view) - done
+        buf[:carried] = view[done:].copy()
         base += done
     if not values:
         return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
     return np.concatenate(values), np.concatenate(offsets)
+
+
+def _array_filler(data: npt.NDArray[np.uint8]) -> Fill:
+    pos = 0
+
+    def fill(view: memoryview) -> int:
+        nonlocal pos
+        n = min(len(view), len(data) - pos)
+        np.frombuffer(view, dtype=np.uint8)[:n] = data[pos : pos + n]
+        pos += n
+        return n
+
+    return fill
+
+
+def _file_filler(f: Any) -> Fill:
+    def fill(view: memoryview) -> int:
+        # A raw read may return less than asked: fill the view or reach the end.
+        total = 0
+        while total < len(view):
+            n = f.readinto(view[total:])
+            if not n:
+                break
+            total += n
+        return total
+
+    return fill
 
 
 def fingerprint_detail(
@@ -340,7 +374,9 @@ def fingerprint_detail(
     """Fingerprints of ``data`` with the offsets of their windows; see :func:`fingerprint`."""
     p = make_params(scheme, anchors, **params)
     arr = as_bytes_array(data)
-    values, offsets = _run(p, anchors, [arr], len(arr))
+    # Whole inputs go through the same driver as files, in blocks of bounded scratch.
+    block = max(DEFAULT_BLOCK_SIZE, _threshold(p))
+    values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
     return Fingerprints(values, offsets, p)
 
 
@@ -364,15 +400,6 @@ def fingerprint(
     return fingerprint_detail(data, scheme, anchors=anchors, **params).values
 
 
-def _blocks(f: Any, first: bytes, size: int) -> Iterator[np.ndarray]:
-    yield np.frombuffer(first, dtype=np.uint8)
-    while True:
-        chunk = f.read(size)
-        if not chunk:
-            return
-        yield np.frombuffer(chunk, dtype=np.uint8)
-
-
 def fingerprint_file_detail(
     path: str | os.PathLike[str],
     scheme: str | FingerprintParams = "winnow",
@@ -386,14 +413,14 @@ def fingerprint_file_detail(
     if block_size < 1:
         raise ConfigError("block_size must be positive")
     # From the threshold on, effective parameters no longer depend on the size.
-    size = max(block_size, _threshold(p))
-    with open(path, "rb") as f:
-        first = f.read(size)
-        if len(first) < size:  # the whole file: its size decides small-file parameters
-            arr = np.frombuffer(first, dtype=np.uint8)
-            values, offsets = _run(p, anchors, [arr], len(arr))
+    block = max(block_size, _threshold(p))
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < block:  # small: read it whole, its actual length decides
+            arr = np.frombuffer(f.readall(), dtype=np.uint8)
+            values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
         else:
-            values, offsets = _run(p, anchors, _blocks(f, first, size), size)
+            values, offsets = _run(p, anchors, _file_filler(f), block, block)
     return Fingerprints(values, offsets, p)
 
 
