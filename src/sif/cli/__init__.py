@@ -15,6 +15,7 @@ import click
 from sif import __version__
 
 COMMANDS = {
+    "anchors": "sif.cli.anchors:anchors",
     "dupes": "sif.cli.dupes:dupes",
     "fuzzysum": "sif.cli.fuzzysum:fuzzysum",
 }
