@@ -35,7 +35,7 @@ from stat import S_ISDIR, S_ISREG
 from typing import Any, BinaryIO, NamedTuple
 
 from sif.errors import ConfigError
-from sif.events import ScanWarning, WarningSink, ignore_warning
+from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 
 
 class FileRecord(NamedTuple):
@@ -508,6 +508,7 @@ def parallel_walk(
     on_warning: WarningSink = ignore_warning,
     pool: Any = None,
     jobs: int = 1,
+    progress: Progress | None = None,
 ) -> tuple[RecordColumns, WalkStats]:
     """The walk of :func:`walk` as columns, shared by this process and a pool's workers.
 
@@ -519,9 +520,13 @@ def parallel_walk(
     links, so that walk stays in this process.
     """
     walker = Walker(options, on_warning)
+    advance = (progress or NullProgress()).advance
     if pool is None or options.follow_symlinks or jobs < 2:
         cols, units = walker.split(roots, 0)
-        walker.walk_into(cols, units)
+        while units:
+            before = len(cols)
+            units = walker.walk_into(cols, units, BATCH_DIRS)
+            advance(len(cols) - before)
         return cols, walker.stats
     cols, pending = walker.split(roots, 4 * jobs)
     total = walker.stats
@@ -537,6 +542,7 @@ def parallel_walk(
         part, left, warnings, stats = result
         pending.extend(left)
         cols.absorb(part)
+        advance(len(part))
         for w in warnings:
             walker._warn(w.path, w.cause)
         total.files += stats.files
@@ -553,7 +559,9 @@ def parallel_walk(
             merge(inflight.popleft().get())
         if pending:
             batch = take()  # before naming `pending`: take() rebinds it
+            before = len(cols)
             pending.extend(walker.walk_into(cols, batch, BATCH_DIRS))  # this process works too
+            advance(len(cols) - before)
         elif inflight:
             merge(inflight.popleft().get())
     return cols, walker.stats

@@ -32,6 +32,7 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
 @click.option(
     "--threads", type=click.IntRange(1, 64), help="Reader threads per process for large blocks (2)."
 )
+@click.option("-v", "--verbose", is_flag=True, help="Log the candidates left after each stage.")
 @quiet_option
 @fail_cleanly
 def dupes(
@@ -41,6 +42,7 @@ def dupes(
     fmt: str,
     jobs: int | None,
     threads: int | None,
+    verbose: bool,
     quiet: bool,
     **filters: Any,
 ) -> None:
@@ -75,6 +77,9 @@ def dupes(
     out = sys.stdout.buffer
     write_dupes(groups, out, fmt, nul=null)
     out.flush()
+    if verbose and not quiet:
+        for stage, n in stats.survivors:
+            click.echo(f"sif: {n:,} candidates after {stage}", err=True)
     if not quiet:
         click.echo(
             f"sif: {stats.files:,} files scanned ({human_size(stats.bytes_scanned)}), "

@@ -604,7 +604,7 @@ def find_duplicates(
     pool = fork_pool(finder.jobs)
     try:
         progress.stage("scanning", unit="files")
-        cols, wstats = parallel_walk(paths, options, on_warning, pool, finder.jobs)
+        cols, wstats = parallel_walk(paths, options, on_warning, pool, finder.jobs, progress)
         stats.warnings += wstats.warnings
         groups = finder.run(cols, pool)
     finally:
