@@ -606,6 +606,15 @@ def make_tools() -> dict[str, Tool]:
             False,
             {},
         ),
+        "sif-j1": Tool(
+            "sif-j1",
+            sif,
+            lambda p, o: [sif, "dupes", "-j", "1", "--format", "fdupes", "-q", *p],
+            lambda p, o: [sif, "dupes", "-j", "1", "--format", "fdupes", "-q", *p],
+            parse_fdupes,
+            False,
+            {},
+        ),
         "jdupes": Tool(
             "jdupes",
             "jdupes",
@@ -664,6 +673,7 @@ def make_tools() -> dict[str, Tool]:
 
 # What every tool is asked to do under the matched flags, and what its defaults are.
 FLAG_NOTES = {
+    "sif-j1": "as sif, with -j 1: one process, no workers",
     "sif": "recursion always; empty files out (--empty); hidden in; symlinks not followed; "
     "one inode is one file, all its names listed; byte-exact",
     "jdupes": "-r; its defaults already match: empty out (-z), hidden in (-A), symlinks not "

@@ -60,16 +60,14 @@ def dupes(
     stats = DupesStats()
     progress = make_progress(quiet)
     try:
-        groups = list(
-            find_duplicates(
-                roots,
-                jobs=jobs,
-                threads=threads,
-                on_warning=warnings,
-                progress=progress,
-                stats=stats,
-                **filters,
-            )
+        groups = find_duplicates(
+            roots,
+            jobs=jobs,
+            threads=threads,
+            on_warning=warnings,
+            progress=progress,
+            stats=stats,
+            **filters,
         )
     finally:
         if progress is not None:

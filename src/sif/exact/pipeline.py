@@ -138,6 +138,7 @@ class _Tied:
     hasher: blake3 | None = None  # made when the group first survives a round
     offset: int = 0
     block: int = FIRST_BLOCK
+    digest: str | None = None  # set once the group is read to its end
 
     def next_length(self, budget: int) -> int:
         """The length of the next read: the block, cut by the end of file and the budget."""
@@ -166,16 +167,34 @@ _NOATIME = getattr(os, "O_NOATIME", 0)
 
 
 class _Table:
-    """The candidates a refiner works on, column by column; a candidate is an index."""
+    """The candidates a refiner works on, column by column; a candidate is an index.
 
-    __slots__ = ("dev", "ino", "mtime_ns", "paths", "size")
+    Paths are kept as (directory, name) like :class:`RecordColumns` and joined
+    only for a read: a table of 10^5 candidates stays a few MB, to keep and
+    to send to a worker.
+    """
+
+    __slots__ = ("dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "size")
 
     def __init__(self, cols: RecordColumns, indices: list[int]) -> None:
-        self.paths = [cols.paths[i] for i in indices]
+        local: dict[int, int] = {}
+        self.dirs: list[str] = []
+        self.dir_of = array("I")
+        for i in indices:
+            d = cols.dir_of[i]
+            k = local.get(d)
+            if k is None:
+                k = local[d] = len(self.dirs)
+                self.dirs.append(cols.dirs[d])
+            self.dir_of.append(k)
+        self.names = [cols.names[i] for i in indices]
         self.dev = array("Q", [cols.dev[i] for i in indices])
         self.ino = array("Q", [cols.ino[i] for i in indices])
         self.size = array("q", [cols.size[i] for i in indices])
         self.mtime_ns = array("q", [cols.mtime_ns[i] for i in indices])
+
+    def path(self, i: int) -> str:
+        return self.dirs[self.dir_of[i]] + self.names[i]
 
     def read(self, i: int, offset: int, length: int) -> bytes | str:
         """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
@@ -184,7 +203,7 @@ class _Table:
         read proves the file is still the one the walker saw (same inode, size
         and mtime), so a file changed or replaced meanwhile is never grouped.
         """
-        path = self.paths[i]
+        path = self.dirs[self.dir_of[i]] + self.names[i]
         try:
             try:
                 fd = os.open(path, os.O_RDONLY | _NOATIME | os.O_CLOEXEC)
@@ -243,15 +262,17 @@ class _Subgroups:
             parts.extend(bucket)
         alive = [(rep, m) for rep, m in parts if len(m) > 1]
         p = self.parent
+        end = p.offset + length
         for i, (rep, members) in enumerate(alive):
             # The last survivor takes the parent's hasher; the others copy it.
             hasher = p.hasher or blake3(max_threads=1)
             if i < len(alive) - 1:
                 hasher = hasher.copy()
             hasher.update(rep)
-            yield _Tied(
-                p.size, members, hasher, p.offset + length, min(p.block * GROWTH, MAX_BLOCK)
-            )
+            if end >= p.size:  # finished: keep the digest, not the hasher (~2 KB)
+                yield _Tied(p.size, members, None, end, digest=hasher.hexdigest())
+            else:
+                yield _Tied(p.size, members, hasher, end, min(p.block * GROWTH, MAX_BLOCK))
 
 
 @dataclass
@@ -283,7 +304,7 @@ class _Refiner:
         self.outcome = _Outcome()
 
     def _drop(self, i: int, cause: str) -> None:
-        w = ScanWarning(self.table.paths[i], cause)
+        w = ScanWarning(self.table.path(i), cause)
         self.outcome.warnings.append(w)
         self.on_warning(w)
 
@@ -304,9 +325,8 @@ class _Refiner:
                         pool = ThreadPoolExecutor(self.threads, thread_name_prefix="sif-read")
                     done.extend(self._round(pool, large))
                 for g in done:
-                    if g.offset >= g.size:
-                        digest = (g.hasher or blake3()).hexdigest()
-                        self.outcome.groups.append((g.size, digest, g.members))
+                    if g.digest is not None:
+                        self.outcome.groups.append((g.size, g.digest, g.members))
                     else:
                         still.append(g)
                 self.outcome.survivors.append(
@@ -335,7 +355,8 @@ class _Refiner:
                 by_content.setdefault(res, []).append(i)  # type: ignore[arg-type]
             for content, members in by_content.items():
                 if len(members) > 1:
-                    yield _Tied(size, members, blake3(content, max_threads=1), size)
+                    digest = blake3(content, max_threads=1).hexdigest()
+                    yield _Tied(size, members, None, size, digest=digest)
 
     def _round(self, pool: ThreadPoolExecutor | None, groups: list[_Tied]) -> Iterator[_Tied]:
         """Read the next block of every member of ``groups``; yield the subgroups."""
@@ -443,7 +464,7 @@ class ReplicaFinder:
         Returns the groups (in inode order, a cheap proxy for the order on disk)
         and, for candidates with more names, those other names.
         """
-        dev, ino, paths = cols.dev, cols.ino, cols.paths
+        dev, ino = cols.dev, cols.ino
         out: list[list[int]] = []
         links: dict[int, list[str]] = {}
         for group in size_groups:
@@ -451,7 +472,7 @@ class ReplicaFinder:
             for i in group:
                 j = first.setdefault((dev[i], ino[i]), i)
                 if j != i:
-                    links.setdefault(j, []).append(paths[i])
+                    links.setdefault(j, []).append(cols.path(i))
             if len(first) > 1:
                 uniq = list(first.values()) if len(first) < len(group) else group
                 uniq.sort(key=ino.__getitem__)
@@ -459,8 +480,11 @@ class ReplicaFinder:
         self._log("collapsing hardlinks", sum(map(len, out)))
         return out, links
 
-    def run(self, cols: RecordColumns, pool: Any = None) -> list[Group]:
+    def run(self, cols: RecordColumns, pool: Any = None) -> Iterator[Group]:
         """Stages 1 to 3; the groups sorted by size (largest first), then by first path.
+
+        All the work is done, and :attr:`stats` filled, before this returns;
+        the :class:`Group` values are made one by one as they are read.
 
         ``pool`` (from :func:`sif.executors.fork_pool`) shares the block rounds
         with this process.
@@ -487,28 +511,31 @@ class ReplicaFinder:
         # Alone, this process reports progress as it reads; shared, as results come in.
         local = _refine_task if parallel else partial(_refine_task, progress=self.progress)
         outcomes = shared_map(_refine_task, tasks, pool if parallel else None, local=local)
-        result: list[Group] = []
+        # Groups stay compact (size, digest, member indices) until they are read out.
+        found: list[tuple[int, str, str, list[int]]] = []
         rounds: dict[str, int] = {}
         for k, outcome in outcomes:
             flat = [i for g in shares[k] for i in g]
             for size, digest, members in outcome.groups:
-                result.append(self._group(cols, links, size, digest, [flat[m] for m in members]))
+                ids = [flat[m] for m in members]
+                first = min(min(cols.path(i), *links.get(i, ())) for i in ids)
+                found.append((size, first, digest, ids))
             for w in outcome.warnings:
                 self.stats.warnings += 1
                 self.on_warning(w)
             self.stats.bytes_read += outcome.bytes_read
             if parallel:
                 self.progress.advance(outcome.bytes_read)
-            for stage, k in outcome.survivors:
-                rounds[stage] = rounds.get(stage, 0) + k
-        for stage, k in sorted(rounds.items(), key=lambda kv: int(kv[0].split()[-1])):
-            self._log(stage, k)
-        result.sort(key=lambda g: (-g.size, g.replicas[0].path))
-        self.stats.groups = len(result)
-        self.stats.redundant_files = sum(g.redundant_files for g in result)
-        self.stats.redundant_bytes = sum(g.redundant_bytes for g in result)
+            for stage, n in outcome.survivors:
+                rounds[stage] = rounds.get(stage, 0) + n
+        for stage, n in sorted(rounds.items(), key=lambda kv: int(kv[0].split()[-1])):
+            self._log(stage, n)
+        found.sort(key=lambda f: (-f[0], f[1]))
+        self.stats.groups = len(found)
+        self.stats.redundant_files = sum(len(f[3]) - 1 for f in found)
+        self.stats.redundant_bytes = sum(f[0] * (len(f[3]) - 1) for f in found)
         self.stats.seconds += time.monotonic() - start
-        return result
+        return (self._group(cols, links, size, d, ids) for size, _, d, ids in found)
 
     def _shares(self, groups: list[list[int]], jobs: int) -> list[list[list[int]]]:
         """Cut the groups into about 4 shares per worker (none if too few to pay)."""
@@ -532,7 +559,7 @@ class ReplicaFinder:
     ) -> Group:
         replicas = [
             Replica(
-                tuple(sorted([cols.paths[i], *links.get(i, ())])),
+                tuple(sorted([cols.path(i), *links.get(i, ())])),
                 cols.dev[i],
                 cols.ino[i],
                 cols.mtime_ns[i],
@@ -575,8 +602,8 @@ def find_duplicates(
 
     ``jobs`` worker processes (default: one per core) share the walk and the
     comparison; they are forked at the start, while this process is small.
-    The whole run happens before the first group is yielded (groups come
-    sorted, largest first).
+    All the work is done, and ``stats`` filled, when this returns; the groups
+    (sorted, largest first) are then made one by one as they are read.
 
     Raises :class:`sif.errors.ConfigError` for bad filters, before any work.
     """
@@ -611,4 +638,4 @@ def find_duplicates(
         if pool is not None:
             pool.terminate()
     stats.seconds = time.monotonic() - start
-    return iter(groups)
+    return groups
