@@ -65,6 +65,7 @@ __all__ = [
     "fingerprint_detail",
     "fingerprint_file",
     "fingerprint_file_detail",
+    "fingerprint_reader",
     "learn_anchors_from_files",
     "load_anchors",
     "make_params",
@@ -444,6 +445,52 @@ def fingerprint_file(
     return fingerprint_file_detail(
         path, scheme, anchors=anchors, block_size=block_size, **params
     ).values
+
+
+def fingerprint_reader(
+    f: Any,
+    scheme: str | FingerprintParams = "winnow",
+    *,
+    anchors: AnchorSet | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    on_block: Callable[[memoryview], None] | None = None,
+    **params: Any,
+) -> Fingerprints:
+    """Fingerprints of an open raw binary file ``f`` (``open(path, "rb", buffering=0)``).
+
+    The same result as :func:`fingerprint_file_detail` on its path, but every
+    block read is also handed to ``on_block`` (in order, exactly once per
+    byte, before the buffer is reused), so that a caller computes other
+    things over the content (a digest, a sample) in the same single pass.
+    ``on_block`` must not keep the view. Raises ``OSError`` on a read error
+    and :class:`ConfigError` for bad parameters. Memory: O(block_size).
+    """
+    p = make_params(scheme, anchors, **params)
+    if block_size < 1:
+        raise ConfigError("block_size must be positive")
+    block = max(block_size, _threshold(p))
+    size = os.fstat(f.fileno()).st_size
+    if size < block:  # small: read it whole, its actual length decides
+        data = f.readall()
+        if on_block is not None and data:
+            on_block(memoryview(data))
+        arr = np.frombuffer(data, dtype=np.uint8)
+        values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
+        return Fingerprints(values, offsets, p)
+    read = _file_filler(f)
+    if on_block is None:
+        fill = read
+    else:
+        hook = on_block
+
+        def fill(view: memoryview) -> int:
+            n = read(view)
+            if n:
+                hook(view[:n])
+            return n
+
+    values, offsets = _run(p, anchors, fill, block, block)
+    return Fingerprints(values, offsets, p)
 
 
 # --- anchor sets on disk ----------------------------------------------------------

@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sif.events import display_path
 from sif.exact import Group
@@ -111,3 +111,76 @@ def _dupes_csv(groups: Iterable[Group], out: BinaryIO) -> None:
                 w.writerow([i, g.size, g.digest, link, r.path])
     text.flush()
     text.detach()
+
+
+# --- sif query ----------------------------------------------------------------------
+
+QUERY_FORMATS = ("text", "json", "csv")
+
+_QUERY_FIELDS = [
+    "query",
+    "path",
+    "size",
+    "kind",
+    "percent",
+    "hits",
+    "shared",
+    "query_fingerprints",
+    "containment_query_in_file",
+    "containment_file_in_query",
+    "exact",
+]
+
+
+def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
+    """Write :class:`sif.query.QueryResult` values to ``out`` in ``fmt`` (:data:`QUERY_FORMATS`).
+
+    ``text`` follows the paper's Figure 3: ``R`` and the query's size, then
+    one line per match with the paper's percentage (it can exceed 100), the
+    path and the size; exact copies end with ``(exact copy)``; a blank line
+    between queries. ``json`` and ``csv`` give one record per match.
+    """
+    if fmt == "text":
+        first = True
+        for q in results:
+            if not first:
+                out.write(b"\n")
+            first = False
+            out.write(f"R100 {display_path(q.path)} {q.size}\n".encode())
+            for m in q.matches:
+                mark = "  (exact copy)" if m.exact else ""
+                line = f"{m.percent:4.0f} {display_path(m.path)} {m.size}{mark}\n"
+                out.write(line.encode())
+            out.flush()
+    elif fmt == "json":
+        for q in results:
+            for m in q.matches:
+                out.write(json_line(_query_record(q, m)))
+            out.flush()
+    elif fmt == "csv":
+        text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
+        w = csv.DictWriter(text, fieldnames=_QUERY_FIELDS)
+        w.writeheader()
+        for q in results:
+            for m in q.matches:
+                w.writerow(_query_record(q, m))
+        text.flush()
+        text.detach()
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+
+
+def _query_record(q: Any, m: Any) -> dict[str, Any]:
+    return {
+        "query": q.path,
+        "path": m.path,
+        "size": m.size,
+        "kind": m.kind,
+        "percent": round(m.percent, 2),
+        "hits": m.hits,
+        "shared": m.shared,
+        "query_fingerprints": q.n_fp,
+        "containment_query_in_file": round(m.query_in_file, 4),
+        "containment_file_in_query": round(m.file_in_query, 4),
+        "exact": m.exact,
+    }

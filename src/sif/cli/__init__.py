@@ -18,6 +18,8 @@ COMMANDS = {
     "anchors": "sif.cli.anchors:anchors",
     "dupes": "sif.cli.dupes:dupes",
     "fuzzysum": "sif.cli.fuzzysum:fuzzysum",
+    "index": "sif.cli.index:index",
+    "query": "sif.cli.query:query",
 }
 """Command name -> ``module:attribute`` of its click command."""
 

@@ -1,0 +1,88 @@
+"""Options shared by the commands that use the index: ``--index`` and the fingerprint parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def index_option(func: F) -> F:
+    """``--index PATH`` (or ``$SIF_INDEX``; default under the user's cache directory)."""
+    return click.option(
+        "--index",
+        "index",
+        envvar="SIF_INDEX",
+        type=click.Path(file_okay=False, path_type=str),
+        help="The index directory [env SIF_INDEX; default: the user's cache dir, sif/index].",
+    )(func)
+
+
+def fingerprint_options(func: F) -> F:
+    """``--scheme``, ``--anchors``, ``--window``, ``--density-bits``, ``--min-fingerprints``."""
+    options = [
+        click.option(
+            "--scheme",
+            type=click.Choice(["winnow", "sif94", "anchors"]),
+            help="Fingerprint scheme [default: the index's last, else winnow].",
+        ),
+        click.option(
+            "--anchors",
+            "anchors_file",
+            type=click.Path(dir_okay=False, path_type=str),
+            help="Anchor set for --scheme anchors (from 'sif anchors learn').",
+        ),
+        click.option("--window", type=int, help="Bytes per fingerprinted window (50)."),
+        click.option(
+            "-k",
+            "--density-bits",
+            "k",
+            type=int,
+            help="About one fingerprint per 2^K bytes (8).",
+        ),
+        click.option(
+            "--min-fingerprints",
+            type=int,
+            help="Small-file floor: at least this many fingerprints per file (0: off).",
+        ),
+    ]
+    for opt in reversed(options):
+        func = opt(func)
+    return func
+
+
+def params_from_options(
+    scheme: str | None,
+    anchors_file: str | None,
+    window: int | None,
+    k: int | None,
+    min_fingerprints: int | None,
+) -> tuple[Any, Any]:
+    """(FingerprintParams, AnchorSet) from the options, or (None, None) if none was given.
+
+    Raises :class:`sif.errors.ConfigError` for bad values, before any work.
+    """
+    from sif.errors import ConfigError
+    from sif.fingerprint import load_anchors, make_params
+
+    given = {
+        k: v
+        for k, v in {"window": window, "k": k, "min_fingerprints": min_fingerprints}.items()
+        if v is not None
+    }
+    if anchors_file and scheme is None:
+        scheme = "anchors"
+    if scheme is None:
+        if given:
+            scheme = "winnow"
+        else:
+            return None, None
+    if scheme != "anchors" and anchors_file:
+        raise ConfigError("--anchors goes with --scheme anchors")
+    anchors = load_anchors(anchors_file) if anchors_file else None
+    if scheme == "anchors" and anchors is None:
+        raise ConfigError("--scheme anchors needs --anchors FILE")
+    return make_params(scheme, anchors, **given), anchors

@@ -1,0 +1,94 @@
+"""``sif query``: the indexed files similar to a file (one-against-all)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from sif.cli.common import (
+    EXIT_OK,
+    EXIT_WARNINGS,
+    WarningCounter,
+    fail_cleanly,
+    format_option,
+    quiet_option,
+)
+from sif.cli.index_options import fingerprint_options, index_option, params_from_options
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option(
+    "-t",
+    "--threshold",
+    type=click.FloatRange(0),
+    default=50.0,
+    show_default=True,
+    help="Least score, in percent, of a file listed.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["percent", "containment"]),
+    default="percent",
+    show_default=True,
+    help="Score the threshold applies to: the paper's percentage, or the set "
+    "containment of the smaller file in the larger.",
+)
+@click.option(
+    "--min-shared",
+    type=click.IntRange(1),
+    help="Least number of distinct shared fingerprints (default 1; 2 with --by containment).",
+)
+@index_option
+@fingerprint_options
+@format_option("text", "json", "csv")
+@quiet_option
+@fail_cleanly
+def query(
+    files: tuple[str, ...],
+    threshold: float,
+    by: str,
+    min_shared: int | None,
+    index: str | None,
+    scheme: str | None,
+    anchors_file: str | None,
+    window: int | None,
+    k: int | None,
+    min_fingerprints: int | None,
+    fmt: str,
+    quiet: bool,
+) -> None:
+    """The indexed files similar to each FILE (which need not be indexed).
+
+    For each file sharing fingerprints with FILE: the paper's percentage
+    (FILE's fingerprints found in it, counted with multiplicity, so it can
+    exceed 100), the set containment both ways, and whether it is an exact
+    copy (same size and BLAKE3 digest). FILE itself is left out. The index
+    is read as last committed, even while 'sif index' writes it.
+
+    Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
+    """
+    from sif.index import open_reader
+    from sif.query import query_files
+    from sif.report import write_query
+
+    params, _ = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
+    warnings = WarningCounter(quiet)
+    reader = open_reader(index)
+    try:
+        results = query_files(
+            files,
+            reader,
+            params,
+            threshold=threshold,
+            by=by,
+            min_shared=min_shared,
+            on_warning=warnings,
+        )
+        out = sys.stdout.buffer
+        write_query(results, out, fmt)
+        out.flush()
+    finally:
+        reader.close()
+    sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)

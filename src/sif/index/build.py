@@ -1,0 +1,197 @@
+"""``sif index``: bring the index up to date with a tree, incrementally, on all cores.
+
+Plan first, then act: the walk (stat only) is compared with what the index
+holds, by (device, inode, size, mtime_ns), which splits the files into new,
+changed, unchanged and removed; only new and changed files are read. They
+are read on ``jobs`` processes (:func:`sif.executors.local.shared_map`) and
+committed in checkpoints, every :data:`CHECKPOINT_BYTES` read or
+:data:`CHECKPOINT_SECONDS`, so a run killed at any moment keeps the work of
+its finished checkpoints and the next run does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sif.core.anchors import AnchorSet
+from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.executors.local import fork_pool, shared_map
+from sif.fingerprint import FingerprintParams
+from sif.index.scan import scan_file
+from sif.index.store import IndexStore, NewFile, open_store
+from sif.walk import WalkOptions, parallel_walk
+
+#: Commit after this many bytes read...
+CHECKPOINT_BYTES = 256 << 20
+#: ... or this many seconds, whichever comes first.
+CHECKPOINT_SECONDS = 30.0
+#: Files per work item sent to a worker, and bytes at most.
+BATCH_FILES = 32
+BATCH_BYTES = 8 << 20
+
+
+@dataclass
+class IndexStats:
+    """What a run of :func:`build_index` did, for the summary."""
+
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    commits: int = 0
+    seconds: float = 0.0
+    read_paths: list[str] = field(default_factory=list, repr=False)
+    """Paths read in this run, in completion order (tests assert what was re-read)."""
+
+
+# Set before the pool forks, so that workers inherit them instead of receiving
+# the anchor set with every item.
+_PARAMS: FingerprintParams | None = None
+_ANCHORS: AnchorSet | None = None
+
+_Item = tuple[str, int, int, int, int]  # path, dev, ino, size, mtime_ns
+
+
+def _scan_batch(batch: Sequence[_Item]) -> list[NewFile | ScanWarning]:
+    """Read each file of ``batch``; a file that cannot be read becomes a warning."""
+    assert _PARAMS is not None
+    out: list[NewFile | ScanWarning] = []
+    for path, dev, ino, _size, mtime_ns in batch:
+        try:
+            out.append(NewFile(path, dev, ino, mtime_ns, scan_file(path, _PARAMS, _ANCHORS)))
+        except OSError as exc:
+            out.append(ScanWarning(path, exc.strerror or str(exc)))
+    return out
+
+
+def _batches(items: Iterable[_Item]) -> Iterator[list[_Item]]:
+    batch: list[_Item] = []
+    size = 0
+    for item in items:
+        batch.append(item)
+        size += item[3]
+        if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def build_index(
+    roots: Iterable[str | os.PathLike[str]],
+    index: str | os.PathLike[str] | None = None,
+    params: FingerprintParams | None = None,
+    anchors: AnchorSet | None = None,
+    *,
+    options: WalkOptions | None = None,
+    store: IndexStore | None = None,
+    wait: bool = False,
+    rebuild: bool = False,
+    jobs: int | None = None,
+    on_warning: WarningSink = ignore_warning,
+    progress: Progress | None = None,
+    checkpoint_bytes: int = CHECKPOINT_BYTES,
+    checkpoint_seconds: float = CHECKPOINT_SECONDS,
+) -> IndexStats:
+    """Make the index hold exactly the files under ``roots`` (under ``params``).
+
+    Files of the index under ``roots`` that the walk no longer meets are
+    removed; files elsewhere are kept; fingerprints under other parameters
+    are kept beside, never mixed. ``store`` replaces the on-disk index at
+    ``index`` (default location: :func:`sif.index.store.default_index_path`).
+    Raises what :func:`sif.index.store.open_store` raises (``IndexInUse``,
+    ``IndexCorrupt``); unreadable files are warnings. Cost: one stat per
+    file, one read of each new or changed file, a commit per checkpoint.
+    """
+    global _PARAMS, _ANCHORS
+    started = time.perf_counter()
+    params = params or FingerprintParams()
+    options = options or WalkOptions()
+    progress = progress or NullProgress()
+    jobs = jobs or os.cpu_count() or 1
+    stats = IndexStats()
+    _PARAMS, _ANCHORS = params, anchors
+    # The pool forks before the store is opened: workers must not inherit the
+    # lock or the catalog, or a killed run would leave the lock held.
+    pool = fork_pool(jobs)
+    own_store = store is None
+    try:
+        if store is None:
+            store = open_store(index, wait=wait, rebuild=rebuild)
+        abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
+        progress.stage("walking", None)
+        cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
+        known = store.known_files(params)
+        todo: list[_Item] = []
+        replaced: dict[str, int] = {}
+        seen: set[str] = set()
+        for path, dev, ino, size, mtime in zip(
+            cols.paths, cols.dev, cols.ino, cols.size, cols.mtime_ns, strict=True
+        ):
+            seen.add(path)
+            k = known.get(path)
+            if k is not None and (k.dev, k.ino, k.size, k.mtime_ns) == (dev, ino, size, mtime):
+                stats.unchanged += 1
+                continue
+            if k is not None:
+                stats.changed += 1
+                replaced[path] = k.id
+            else:
+                stats.new += 1
+            todo.append((path, dev, ino, size, mtime))
+        gone = [k.id for p, k in known.items() if p not in seen and _under(p, abs_roots)]
+        stats.removed = len(gone)
+        progress.log(
+            f"{stats.new:,} new, {stats.changed:,} changed, {stats.unchanged:,} unchanged, "
+            f"{stats.removed:,} removed"
+        )
+        progress.stage("fingerprinting", sum(t[3] for t in todo), unit="bytes")
+        pending: list[NewFile] = []
+        dropped: list[int] = []
+        pending_bytes = 0
+        last = time.monotonic()
+        for _, results in shared_map(_scan_batch, _batches(todo), pool):
+            for r in results:
+                if isinstance(r, ScanWarning):
+                    on_warning(r)
+                    stats.failed += 1
+                    if r.path in replaced:
+                        dropped.append(replaced[r.path])  # stale: its content changed
+                    continue
+                pending.append(r)
+                if r.path in replaced:
+                    dropped.append(replaced[r.path])
+                stats.files_read += 1
+                stats.bytes_read += r.scan.size
+                stats.read_paths.append(r.path)
+                pending_bytes += r.scan.size
+                progress.advance(r.scan.size)
+            if pending_bytes >= checkpoint_bytes or time.monotonic() - last >= checkpoint_seconds:
+                store.commit(params, anchors, pending, dropped)
+                stats.commits += 1
+                pending, dropped, pending_bytes = [], [], 0
+                last = time.monotonic()
+        if pending or dropped or gone or not known:  # a run that changes nothing commits nothing
+            store.commit(params, anchors, pending, dropped + gone)
+            stats.commits += 1
+        progress.stage("compacting", None)
+        store.finish(params)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        if own_store and store is not None:
+            store.close()
+        _PARAMS, _ANCHORS = None, None
+    stats.seconds = time.perf_counter() - started
+    return stats

@@ -1,0 +1,128 @@
+"""The reader of the published snapshot: what ``sif query`` opens.
+
+It never opens the DuckDB catalog, so it never waits for a writer and never
+blocks one: it reads ``CURRENT``, the manifest it names, and memory-maps the
+segments listed there (see :mod:`sif.index.segments`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from sif.core.anchors import AnchorSet
+from sif.errors import IndexCorrupt, IndexError_
+from sif.fingerprint import FingerprintParams
+from sif.index.segments import Manifest, Segment, read_manifest
+from sif.index.store import I64, U32, IndexedFile, kind_name
+
+#: A writer may retire a generation between our reading CURRENT and opening it.
+RETRIES = 5
+
+
+class SnapshotReader:
+    """An :class:`sif.index.store.IndexReader` over the published snapshot."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        for attempt in range(RETRIES):
+            try:
+                self._load()
+                return
+            except FileNotFoundError:
+                if attempt == RETRIES - 1:
+                    raise IndexCorrupt(f"{root}: index files missing (a writer crashed?)") from None
+
+    def _load(self) -> None:
+        manifest = read_manifest(self.root)
+        if manifest is None:
+            raise IndexError_(f"no index at {self.root} (run 'sif index PATH...' first)")
+        self.manifest: Manifest = manifest
+        self._by_key: dict[str, int] = {}
+        for pid, entry in manifest.params.items():
+            try:
+                self._by_key[FingerprintParams.from_dict(_loads(entry["key"])).key()] = pid
+            except Exception as exc:
+                raise IndexCorrupt(f"{self.root}: unreadable parameters in manifest") from exc
+        self._segments: dict[int, list[Segment]] = {}
+        for pid in manifest.segments:  # open every segment now: later it may be gone
+            self._segments[pid] = [
+                Segment(os.path.join(self.root, "segments", name))
+                for name in manifest.segments[pid]
+            ]
+        self._dead: U32 = np.empty(0, np.uint32)
+        if manifest.dead:
+            try:
+                self._dead = np.load(os.path.join(self.root, "manifests", manifest.dead))
+            except FileNotFoundError:
+                raise
+            except (OSError, ValueError) as exc:
+                raise IndexCorrupt(f"{self.root}: unreadable dead-file list ({exc})") from exc
+
+    def parameter_sets(self) -> list[FingerprintParams]:
+        order = sorted(self.manifest.params, key=lambda p: p != self.manifest.last_params)
+        return [FingerprintParams.from_dict(_loads(self.manifest.params[p]["key"])) for p in order]
+
+    def _pid(self, params: FingerprintParams) -> int | None:
+        return self._by_key.get(params.key())
+
+    def anchors(self, params: FingerprintParams) -> AnchorSet | None:
+        pid = self._pid(params)
+        name = None if pid is None else self.manifest.params[pid].get("anchors")
+        if not name:
+            return None
+        from sif.fingerprint import load_anchors
+
+        return load_anchors(os.path.join(self.root, "anchors", name))
+
+    def lookup(self, params: FingerprintParams, query: U32) -> tuple[I64, U32]:
+        pid = self._pid(params)
+        qpos_parts: list[I64] = []
+        id_parts: list[U32] = []
+        for seg in self._segments.get(pid, []) if pid is not None else []:
+            qpos, ids = seg.lookup(query)
+            if len(self._dead) and len(ids):
+                keep = ~np.isin(ids, self._dead)
+                qpos, ids = qpos[keep], ids[keep]
+            qpos_parts.append(qpos)
+            id_parts.append(ids)
+        if not qpos_parts:
+            return np.empty(0, np.int64), np.empty(0, np.uint32)
+        return np.concatenate(qpos_parts), np.concatenate(id_parts)
+
+    def describe(self, params: FingerprintParams, ids: U32) -> dict[int, IndexedFile]:
+        pid = self._pid(params)
+        ids = np.asarray(ids, dtype=np.uint32)
+        if len(self._dead):
+            ids = ids[~np.isin(ids, self._dead)]
+        out: dict[int, IndexedFile] = {}
+        for seg in self._segments.get(pid, []) if pid is not None else []:
+            pos, here = seg.position(ids)
+            for p in pos[here]:
+                r = seg.files[p]
+                out[int(r["id"])] = IndexedFile(
+                    id=int(r["id"]),
+                    path=os.fsdecode(seg.path(int(p))),
+                    size=int(r["size"]),
+                    kind=kind_name(int(r["kind"])),
+                    digest=bytes(r["digest"]),
+                    n_fp=int(r["n_fp"]),
+                    n_distinct=int(r["n_distinct"]),
+                    dev=int(r["dev"]),
+                    ino=int(r["ino"]),
+                    mtime_ns=int(r["mtime_ns"]),
+                )
+        return out
+
+    def close(self) -> None:
+        self._segments = {}
+
+
+def _loads(key: str) -> dict[str, object]:
+    import json
+
+    data = json.loads(key)
+    if not isinstance(data, dict):
+        raise ValueError("parameters are not an object")
+    return data

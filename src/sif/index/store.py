@@ -1,0 +1,174 @@
+"""The index behind two small protocols, their value types, and the factories.
+
+- :class:`IndexStore` is the writer's view: what is indexed, and an atomic
+  commit of files added and files dropped. One writer at a time.
+- :class:`IndexReader` is the reader's view: fingerprint lookups and file
+  descriptions from the last committed state, never blocked by a writer.
+
+:func:`open_store` and :func:`open_reader` give the on-disk implementation
+(:mod:`sif.index.duck`, :mod:`sif.index.reader`); :class:`sif.index.memory.MemoryIndex`
+is an in-memory double of both, for tests of the logic above them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.core.anchors import AnchorSet
+from sif.fingerprint import FingerprintParams
+from sif.index.scan import ScannedFile
+
+U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
+
+ENV_VAR = "SIF_INDEX"
+"""Environment variable naming the index directory (``--index`` wins over it)."""
+
+
+def default_index_path() -> str:
+    """``$SIF_INDEX`` if set, else ``<user cache dir>/sif/index`` (platformdirs)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return env
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("sif"), "index")
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    """What the index remembers of a file to tell whether it changed."""
+
+    id: int
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A file read by ``sif index``, ready to be committed."""
+
+    path: str
+    dev: int
+    ino: int
+    mtime_ns: int
+    scan: ScannedFile
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    """A file as the index holds it."""
+
+    id: int
+    path: str
+    size: int
+    kind: str
+    digest: bytes
+    n_fp: int
+    n_distinct: int
+    dev: int
+    ino: int
+    mtime_ns: int
+
+
+class IndexReader(Protocol):
+    """Reads the last committed state of an index."""
+
+    def parameter_sets(self) -> list[FingerprintParams]:
+        """The parameter sets the index holds fingerprints for, most recent first."""
+        ...
+
+    def anchors(self, params: FingerprintParams) -> AnchorSet | None:
+        """The anchor set stored with ``params`` (scheme ``anchors``), else ``None``."""
+        ...
+
+    def lookup(self, params: FingerprintParams, query: U32) -> tuple[I64, U32]:
+        """Rows under ``params`` whose value is in ``query`` (sorted, unique 32-bit values).
+
+        Returns (position in ``query``, file id), one pair per matching row of
+        a live file: a value a file holds twice appears twice.
+        """
+        ...
+
+    def describe(self, params: FingerprintParams, ids: U32) -> dict[int, IndexedFile]:
+        """The live files among ``ids``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class IndexStore(Protocol):
+    """The writer's side: exclusive while open."""
+
+    def known_files(self, params: FingerprintParams) -> dict[str, KnownFile]:
+        """Every live file under ``params``, by path."""
+        ...
+
+    def commit(
+        self,
+        params: FingerprintParams,
+        anchors: AnchorSet | None,
+        added: Sequence[NewFile],
+        dropped: Sequence[int],
+    ) -> None:
+        """Add ``added`` and drop the files with ids ``dropped``, atomically and durably.
+
+        After it returns, readers see the new state; a crash before leaves
+        the previous one.
+        """
+        ...
+
+    def finish(self, params: FingerprintParams) -> None:
+        """End of a run: tidy storage (compaction) without changing the content."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None, *, wait: bool = False, rebuild: bool = False
+) -> IndexStore:
+    """Open the index at ``path`` (default :func:`default_index_path`) for writing.
+
+    Creates it if missing. ``wait`` blocks while another process writes it;
+    otherwise that raises :class:`sif.errors.IndexInUse` naming its pid.
+    ``rebuild`` discards whatever is there first (the cure for a corrupt
+    index). Raises :class:`sif.errors.IndexCorrupt` for a file that is not a
+    readable sif index.
+    """
+    from sif.index.duck import DuckStore
+
+    return DuckStore(os.fspath(path or default_index_path()), wait=wait, rebuild=rebuild)
+
+
+def open_reader(path: str | os.PathLike[str] | None = None) -> IndexReader:
+    """Open the last committed state of the index at ``path`` for reading.
+
+    Never waits for a writer and never opens the catalog. Raises
+    :class:`sif.errors.IndexError_` when there is no index yet and
+    :class:`sif.errors.IndexCorrupt` when it is unreadable. Cost: a few
+    small reads and memory maps.
+    """
+    from sif.index.reader import SnapshotReader
+
+    return SnapshotReader(os.fspath(path or default_index_path()))
+
+
+def kind_code(kind: str) -> int:
+    from sif.content import KINDS
+
+    return KINDS.index(kind)
+
+
+def kind_name(code: int) -> str:
+    from sif.content import KINDS
+
+    return KINDS[code]
