@@ -54,7 +54,7 @@ def test_json_and_csv(tmp_path: Path) -> None:
     docs = [json.loads(line) for line in out.decode().splitlines()]
     first = docs[0]
     assert first["size"] == 11
-    assert first["digest"].startswith("blake3:")
+    assert first["digest"].startswith("xxh3-128:")
     assert first["paths"] == [f"{tmp_path}/a/one", f"{tmp_path}/b/two"]
     assert first["hardlinks"] == [[f"{tmp_path}/a/one-link"], []]
     _, out, _ = run("--format", "csv", "-q", str(tmp_path))

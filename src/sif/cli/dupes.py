@@ -29,9 +29,6 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
 @click.option(
     "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
 )
-@click.option(
-    "--threads", type=click.IntRange(1, 64), help="Reader threads per process for large blocks (2)."
-)
 @click.option("-v", "--verbose", is_flag=True, help="Log the candidates left after each stage.")
 @quiet_option
 @fail_cleanly
@@ -41,7 +38,6 @@ def dupes(
     null: bool,
     fmt: str,
     jobs: int | None,
-    threads: int | None,
     verbose: bool,
     quiet: bool,
     **filters: Any,
@@ -63,7 +59,6 @@ def dupes(
         groups = find_duplicates(
             roots,
             jobs=jobs,
-            threads=threads,
             on_warning=warnings,
             progress=progress,
             stats=stats,
