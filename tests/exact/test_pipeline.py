@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sif.events import ScanWarning
 from sif.exact import DupesStats, block_schedule, find_duplicates
-from sif.exact.pipeline import FIRST_BLOCK, MAX_BLOCK, MIN_BLOCK
+from sif.exact.pipeline import FIRST_BLOCK, MAX_BLOCK
 from treeutil import write
 
 
@@ -102,29 +102,34 @@ def test_most_files_in_one_group(tmp_path: Path) -> None:
     [group] = list(find_duplicates([str(tmp_path)], stats=stats))
     assert len(group.replicas) == 60
     # Every byte of the 60 copies once; the odd one up to the end of its differing block.
-    odd_read = sum(block_schedule(200_000, 61)[:4])
+    odd_read = sum(block_schedule(200_000)[:4])
     assert stats.bytes_read == 60 * 200_000 + odd_read
 
 
-def test_block_schedule_grows_and_respects_budget() -> None:
+def test_block_schedule_grows_geometrically() -> None:
     sched = block_schedule(100 * MAX_BLOCK)
     assert sched[:3] == [FIRST_BLOCK, 4 * FIRST_BLOCK, 16 * FIRST_BLOCK]
     assert max(sched) == MAX_BLOCK
     assert sum(sched) == 100 * MAX_BLOCK
-    # A group of 10,000 files reads small blocks, so 10,000 blocks fit the budget.
-    big_group = block_schedule(100 * MAX_BLOCK, group_len=10_000, budget=32 << 20)
-    assert max(big_group) == MIN_BLOCK
+    assert block_schedule(FIRST_BLOCK + 1) == [FIRST_BLOCK, 1]
 
 
-def test_small_memory_budget_gives_same_groups(tmp_path: Path) -> None:
-    base = os.urandom(1_000_000)
-    for i in range(12):
-        # Each pair shares content; pairs differ at 900,000, deep into the file.
-        body = base[:900_000] + bytes([i // 2]) + base[900_001:]
+def test_memory_budget_bounds_kept_blocks_and_stays_exact(tmp_path: Path) -> None:
+    # 40 files of one size that all differ in their third block, two by two:
+    # with a budget of two blocks, most representatives are hash-only and
+    # matches are confirmed by re-reading (a few extra bytes, same groups).
+    base = os.urandom(200_000)
+    for i in range(40):
+        body = base[:30_000] + bytes([i // 2]) + base[30_001:]
         write(tmp_path / f"f{i:02}", body)
-    got = groups_of(tmp_path, memory_budget=MIN_BLOCK)
+    stats = DupesStats()
+    got = groups_of(tmp_path, memory_budget=2 * 64 * 1024, jobs=1, stats=stats)
     assert got == naive_groups(tmp_path)
-    assert len(got) == 6
+    assert len(got) == 20
+    assert stats.bytes_read > 40 * 200_000  # the confirmations read again
+    stats = DupesStats()
+    assert groups_of(tmp_path, jobs=1, stats=stats) == got
+    assert stats.bytes_read == 40 * 200_000  # within the default budget: each byte once
 
 
 class ChangeAfterFirstRead:

@@ -8,9 +8,8 @@ dropped and survivors logged after every stage:
    never read twice nor counted as wasted space; groups of one inode drop out;
 3. **block rounds**: every group still tied reads its next block, all groups in
    lock step; the block grows geometrically (4 KiB first, then x4 up to
-   :data:`MAX_BLOCK`) and shrinks for very large groups so that the blocks
-   held at once stay within ``memory_budget``. Each byte of a file is read at
-   most once; a file leaves as soon as one of its blocks differs.
+   :data:`MAX_BLOCK`). Each byte of a file is read at most once (but see
+   *Memory*); a file leaves as soon as one of its blocks differs.
 
 **Exactness.** A block is grouped by comparing its bytes with the block of a
 representative of each subgroup (``bytes ==``, a ``memcmp``). An xxh3-128 of
@@ -30,10 +29,14 @@ BLAKE3 would cost a sixth of the time on large files.
 file whose inode, size or mtime no longer matches what the walker saw is
 dropped with a warning, and so is one that vanished or cannot be read.
 
-**Memory.** At most (distinct blocks in a round) x (block size) plus one block
-per reader thread; block sizes are cut so that this stays within
-``memory_budget`` whatever the file sizes. Files are opened for one read and
-closed at once, so groups larger than the open-file limit work.
+**Memory.** Per process: two reusable buffers per block size (under 3 MiB
+in all), plus the representatives of the subgroups that a round starts, up
+to ``memory_budget`` bytes; past that a subgroup keeps only its hash and a
+match is confirmed by reading its representative's block again, which
+happens only when very many files of one size differ in one block. So
+memory is bounded whatever the file sizes and group sizes. Files are opened
+for one read and closed at once, so groups larger than the open-file limit
+work. Small files (one block) are keyed by their whole content.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import os
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -59,10 +62,8 @@ GROWTH = 4
 """Each block is GROWTH times the one before: a file of n bytes takes O(log n) rounds."""
 MAX_BLOCK = 1024 * 1024
 """The largest block: a read's fixed cost (~5 us) is then under 5% of its copy time."""
-MIN_BLOCK = 64 * 1024
-"""Large groups never shrink the block below this."""
 DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
-"""Bytes of block data held at once, at most (plus one block per reader)."""
+"""Bytes of subgroup representatives one group's round keeps, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,23 +141,20 @@ class _Tied:
     block: int = FIRST_BLOCK
     digest: str | None = None  # set once the group is read to its end
 
-    def next_length(self, budget: int) -> int:
-        """The length of the next read: the block, cut by the end of file and the budget."""
-        cap = max(MIN_BLOCK, budget // len(self.members))
-        return min(self.block, self.size - self.offset, cap)
+    def next_length(self) -> int:
+        """The length of the next read: the block, cut by the end of file."""
+        return min(self.block, self.size - self.offset)
 
 
-def block_schedule(size: int, group_len: int = 2, budget: int = DEFAULT_MEMORY_BUDGET) -> list[int]:
-    """The block lengths read from a file of ``size`` bytes in a group of ``group_len``.
+def block_schedule(size: int) -> list[int]:
+    """The block lengths read from a file of ``size`` bytes; they sum to ``size``.
 
-    The lengths sum to ``size``. Pure; used by the pipeline and by benchmarks to
-    compute the minimum number of bytes that must be read.
+    Pure; benchmarks use it to compute the minimum number of bytes to read.
     """
     out: list[int] = []
     offset, block = 0, FIRST_BLOCK
-    cap = max(MIN_BLOCK, budget // max(group_len, 1))
     while offset < size:
-        n = min(block, size - offset, cap)
+        n = min(block, size - offset)
         out.append(n)
         offset += n
         block = min(block * GROWTH, MAX_BLOCK)
@@ -238,15 +236,27 @@ class _Table:
 
 
 class _Subgroups:
-    """Splits a tied group by the content of one block, exactly (see module docstring)."""
+    """Splits a tied group by the content of one block, exactly (see module docstring).
 
-    __slots__ = ("by_hash", "first", "first_block", "parent")
+    Representatives of new subgroups are kept while their bytes fit in
+    ``budget``; past it a subgroup keeps only its hash, and a block whose
+    hash matches is confirmed by reading the representative's block again
+    (``reread``). So memory stays bounded even if a thousand files of one
+    size all differ, and extra reads happen only then.
+    """
 
-    def __init__(self, parent: _Tied) -> None:
+    __slots__ = ("budget", "by_hash", "first", "first_block", "kept", "parent", "reread")
+
+    def __init__(
+        self, parent: _Tied, budget: int, reread: Callable[[int], bytes | bytearray | str]
+    ) -> None:
         self.parent = parent
+        self.budget = budget
+        self.reread = reread
+        self.kept = 0
         self.first: list[int] | None = None
         self.first_block: bytes | bytearray = b""
-        self.by_hash: dict[int, list[tuple[bytes, list[int]]]] = {}
+        self.by_hash: dict[int, list[tuple[bytes | None, list[int]]]] = {}
 
     def add(self, cand: int, block: bytes | bytearray) -> None:
         """Put ``cand`` with the members whose block equals ``block`` (copied if kept)."""
@@ -259,14 +269,24 @@ class _Subgroups:
         h = xxhash.xxh3_128_intdigest(block)
         bucket = self.by_hash.setdefault(h, [])
         for rep, members in bucket:
+            if rep is None:
+                rep = self._rep(members[0])
             if rep == block:  # equal hashes are not enough: compare the bytes
                 members.append(cand)
                 return
-        bucket.append((bytes(block), [cand]))
+        if self.kept + len(block) <= self.budget:
+            self.kept += len(block)
+            bucket.append((bytes(block), [cand]))
+        else:
+            bucket.append((None, [cand]))
+
+    def _rep(self, member: int) -> bytes | None:
+        data = self.reread(member)
+        return None if isinstance(data, str) else bytes(data)  # unreadable now: no match
 
     def groups(self, length: int) -> Iterator[_Tied]:
         """The subgroups of two or more, advanced past a block of ``length`` bytes."""
-        parts: list[tuple[bytes | bytearray, list[int]]] = []
+        parts: list[tuple[bytes | bytearray | None, list[int]]] = []
         if self.first is not None:
             parts.append((self.first_block, self.first))
         for bucket in self.by_hash.values():
@@ -275,6 +295,10 @@ class _Subgroups:
         p = self.parent
         end = p.offset + length
         for i, (rep, members) in enumerate(alive):
+            if rep is None:
+                rep = self._rep(members[0])
+                if rep is None:
+                    continue  # the representative changed since: sif cannot vouch for it
             # The last survivor takes the parent's hasher; the others copy it.
             hasher = p.hasher or xxhash.xxh3_128()
             if i < len(alive) - 1:
@@ -360,6 +384,13 @@ class _Refiner:
                     digest = xxhash.xxh3_128_hexdigest(content)
                     yield _Tied(size, members, None, size, digest=digest)
 
+    def _reread(self, i: int, offset: int, length: int) -> bytes | bytearray | str:
+        """A block read again to confirm a match (memory budget exceeded); counted."""
+        data = self.table.read(i, offset, length)
+        if not isinstance(data, str):
+            self.outcome.bytes_read += length
+        return data
+
     def _buffers_for(self, length: int) -> tuple[bytearray, bytearray]:
         """Two reusable buffers of ``length`` bytes: the first member's block, the others'."""
         pair = self._buffers.get(length)
@@ -380,9 +411,9 @@ class _Refiner:
         """
         read = self.table.read
         for g in groups:
-            length = g.next_length(self.budget)
+            length = g.next_length()
             offset = g.offset
-            split = _Subgroups(g)
+            split = _Subgroups(g, self.budget, partial(self._reread, offset=offset, length=length))
             first, other = self._buffers_for(length)
             for i in g.members:
                 res = read(i, offset, length, first if split.first is None else other)
