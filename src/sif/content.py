@@ -578,32 +578,38 @@ def _lexer_for(filename: str, text: str) -> Any:
     return None if isinstance(lexer, TextLexer) else lexer
 
 
+# Tokens a formatter adds or removes without changing the program: grouping
+# parentheses (black, ast.unparse), line continuations, trailing commas.
+_LAYOUT_TOKENS = frozenset(("(", ")", "\\"))
+_CLOSERS = frozenset((")", "]", "}"))
+
+
 def _code_tokens(lexer: Any, text: str) -> bytes:
-    from pygments.token import Comment, Keyword, Literal, Name, Number, Operator, String, Text
+    from pygments.token import Comment, Keyword, Literal, Name, Number, Operator, String
 
     out: list[str] = []
-    last = ""
     for ttype, value in lexer.get_tokens(text):
         if ttype in Comment or ttype in String.Doc or not value.strip():
             continue
         if ttype in Name.Builtin or ttype in Keyword or ttype in Operator:
             token = value.strip()
         elif ttype in Name:
-            token = "I"  # identifiers are parameters (Baker): any consistent renaming matches
+            token = "I"  # identifiers are parameters (Baker): any renaming matches
         elif ttype in String:
             token = "S"
-            if last == "S":  # one string literal is several tokens (prefix, quotes, body)
+            if out and out[-1] == "S":  # one literal is several tokens; "a" "b" is one too
                 continue
         elif ttype in Number:
             token = "N"
         elif ttype in Literal:
             token = "L"
-        elif ttype in Text:
-            token = value.strip()
         else:  # punctuation, errors and anything unclassified stay as written
             token = value.strip()
+        if token in _CLOSERS and out and out[-1] == ",":
+            out.pop()
+        if token in _LAYOUT_TOKENS:
+            continue
         out.append(token)
-        last = token
     return " ".join(out).encode("utf-8", "surrogateescape")
 
 
@@ -613,10 +619,11 @@ def normalize_code(data: bytes, filename: str = "") -> bytes | None:
     The Pygments lexer is chosen by ``filename``, else guessed from the
     content; ``None`` when neither gives a programming language. Identifiers
     become ``I`` and string, number and other literals ``S``, ``N``, ``L``;
-    comments, docstrings and whitespace go; keywords, builtins (``len``,
-    ``self``), operators and punctuation stay. Tokens are joined by one
-    space. A copy with consistently (or inconsistently) renamed identifiers,
-    changed literals and new layout gives the same stream. Needs Pygments
+    comments, docstrings and whitespace go, and so do what formatters add or
+    drop: parentheses, line continuations, trailing commas; keywords,
+    builtins (``len``, ``self``), operators and other punctuation stay.
+    Tokens are joined by one space. A copy with renamed identifiers, changed
+    literals and a new layout gives the same stream. Needs Pygments
     (``ImportError`` otherwise). Cost: Pygments' lexing, about 1-3 MB/s.
     """
     text = data.decode("utf-8", "surrogateescape")
@@ -726,7 +733,15 @@ class _Metered(io.RawIOBase):
         return True
 
     def readinto(self, b: Any) -> int:
-        n = self.inner.readinto(b) or 0
+        # read1: what one step of the decompressor gives, so that a stream cut
+        # short fails when its bytes are reached, not a read-ahead earlier.
+        read1 = getattr(self.inner, "read1", None)
+        if read1 is not None:
+            data = read1(len(b))
+            n = len(data)
+            b[:n] = data
+        else:
+            n = self.inner.readinto(b) or 0
         self.produced += n
         self.budget.take(n)
         o = self.budget.options
@@ -790,14 +805,19 @@ _CHUNK = 1 << 20
 
 
 def _read_upto(f: _Readable, limit: int) -> tuple[bytes, bool]:
-    """Up to ``limit`` bytes of ``f``, and whether more follow. Memory: O(limit)."""
+    """Up to ``limit`` bytes of ``f``, and whether more follow.
+
+    When more follow, the bytes returned are ``limit + 1`` (the byte that
+    told), so that the caller can go on from where the read stopped.
+    Memory: O(limit).
+    """
     buf = bytearray()
     while len(buf) <= limit:
         chunk = f.read(min(_CHUNK, limit + 1 - len(buf)))
         if not chunk:
             return bytes(buf), False
         buf += chunk
-    return bytes(buf[:limit]), True
+    return bytes(buf), True
 
 
 def _decoder(kind: str, source: _Readable) -> _Readable:
@@ -999,6 +1019,14 @@ def _expand(
             scan.warn(path, exc.cause)
 
 
+def _member_name(name: str) -> str:
+    """A member's name without the leading ``./`` or ``/`` that ``tar -C dir .`` writes."""
+    return _LEADING.sub("", name) or name
+
+
+_LEADING = re.compile(r"^(?:\./|/)+")
+
+
 def _constant(n: int) -> Callable[[], int]:
     return lambda: n
 
@@ -1044,7 +1072,11 @@ def _zip_members(
                     _constant(info.compress_size),
                     "zip member",
                 )
-                yield info.filename, io.BufferedReader(metered, _CHUNK), info.file_size
+                yield (
+                    _member_name(info.filename),
+                    io.BufferedReader(metered, _CHUNK),
+                    info.file_size,
+                )
 
 
 def _tar_members(
@@ -1059,7 +1091,7 @@ def _tar_members(
                 continue
             with raw:
                 metered = _Metered(cast(_Readable, raw), scan.budget, None, "tar member")
-                yield info.name, io.BufferedReader(metered, _CHUNK), info.size
+                yield _member_name(info.name), io.BufferedReader(metered, _CHUNK), info.size
 
 
 def _leaf(
