@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sif.exact.pipeline import FIRST_BLOCK, GROWTH, MAX_BLOCK
+
 BENCH = Path(__file__).resolve().parent
 DATA = BENCH / "data"
 RESULTS = BENCH / "results"
@@ -947,9 +949,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--onegroup-count", type=int, default=1000, help="files in the group")
     ap.add_argument("--onegroup-mb", type=float, default=10.0, help="size of each file, MiB")
     ap.add_argument("--onegroup-variants", type=int, default=10, help="last-byte variants")
-    ap.add_argument("--first-block", type=int, default=4096, help="schedule of the minimum")
-    ap.add_argument("--block-growth", type=int, default=4)
-    ap.add_argument("--max-block", type=int, default=8 * MiB)
+    # The minimum is defined on sif's own block schedule (sif.exact.pipeline).
+    ap.add_argument("--first-block", type=int, default=FIRST_BLOCK, help="schedule of the minimum")
+    ap.add_argument("--block-growth", type=int, default=GROWTH)
+    ap.add_argument("--max-block", type=int, default=MAX_BLOCK)
     ap.add_argument("--no-defaults-check", action="store_true", help="skip the defaults run")
     args = ap.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
