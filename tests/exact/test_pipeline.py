@@ -297,3 +297,12 @@ def test_parallel_workers_agree_with_one_process(tmp_path: Path, monkeypatch: ob
     parallel = groups_of(tmp_path, jobs=2, stats=stats)
     assert parallel == groups_of(tmp_path, jobs=1) == naive_groups(tmp_path)
     assert stats.bytes_read > 0
+
+
+def test_many_distinct_small_files_of_one_size_stay_within_budget(tmp_path: Path) -> None:
+    for i in range(200):
+        write(tmp_path / f"s{i:03}", (i // 2).to_bytes(2, "big") * 1000)  # pairs, 2000 bytes
+    stats = DupesStats()
+    got = groups_of(tmp_path, memory_budget=8 * 2000, jobs=1, stats=stats)
+    assert got == naive_groups(tmp_path)
+    assert len(got) == 100

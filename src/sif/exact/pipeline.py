@@ -349,8 +349,14 @@ class _Refiner:
         while pending:
             round_no += 1
             still: list[_Tied] = []
-            small = [g for g in pending if g.offset == 0 and g.size <= FIRST_BLOCK]
-            large = [g for g in pending if not (g.offset == 0 and g.size <= FIRST_BLOCK)]
+            # Small files are keyed by their whole content, unless so many that
+            # their bytes would not fit the budget: those go the bounded way.
+            small: list[_Tied] = []
+            large: list[_Tied] = []
+            for g in pending:
+                whole = g.offset == 0 and g.size <= FIRST_BLOCK
+                fits = g.size * len(g.members) <= self.budget
+                (small if whole and fits else large).append(g)
             done = list(self._whole(small))
             done.extend(self._round(large))
             for g in done:
