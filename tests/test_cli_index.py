@@ -1,0 +1,80 @@
+"""``sif index`` and ``sif query`` in-process: summary, formats, errors and exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from sif.cli import main
+from sif.index import open_store
+from treeutil import write
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, bytes, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout_bytes, result.stderr
+
+
+def corpus(root: Path) -> Path:
+    rng = np.random.default_rng(3)
+    base = rng.integers(97, 123, 20_000, np.uint8).tobytes()
+    write(root / "t" / "orig.txt", base)
+    write(
+        root / "t" / "half.txt", base[:10_000] + rng.integers(97, 123, 10_000, np.uint8).tobytes()
+    )
+    write(root / "t" / "other.txt", rng.integers(97, 123, 20_000, np.uint8).tobytes())
+    write(root / "q.txt", base)
+    return root
+
+
+def test_index_summary_then_query_in_three_formats(tmp_path: Path) -> None:
+    corpus(tmp_path)
+    idx = str(tmp_path / "idx")
+    code, _, err = run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
+    assert code == 0
+    assert "3 new, 0 changed, 0 unchanged, 0 removed files; 3 files read" in err
+    code, _, err = run("index", "-j", "1", str(tmp_path / "t"), env={"SIF_INDEX": idx})
+    assert "0 new, 0 changed, 3 unchanged" in err and "0 files read" in err
+    code, out, _ = run("query", "--index", idx, "-t", "30", str(tmp_path / "q.txt"))
+    lines = out.decode().splitlines()
+    assert lines[0] == f"R100 {tmp_path}/q.txt 20000"
+    assert lines[1] == f" 100 {tmp_path}/t/orig.txt 20000  (exact copy)"
+    assert lines[2].endswith(f" {tmp_path}/t/half.txt 20000") and len(lines) == 3
+    code, out, _ = run(
+        "query", "--index", idx, "-t", "30", "--format", "json", str(tmp_path / "q.txt")
+    )
+    docs = [json.loads(line) for line in out.decode().splitlines()]
+    assert [d["exact"] for d in docs] == [True, False]
+    assert 35 < docs[1]["percent"] < 65 and docs[1]["containment_file_in_query"] > 0.35
+    code, out, _ = run(
+        "query", "--index", idx, "-t", "30", "--format", "csv", str(tmp_path / "q.txt")
+    )
+    rows = list(csv.DictReader(io.StringIO(out.decode())))
+    assert [r["path"] for r in rows] == [f"{tmp_path}/t/orig.txt", f"{tmp_path}/t/half.txt"]
+
+
+def test_errors_name_the_problem(tmp_path: Path) -> None:
+    corpus(tmp_path)
+    idx = str(tmp_path / "idx")
+    code, _, err = run("query", "--index", idx, str(tmp_path / "q.txt"))
+    assert code == 3 and "no index at" in err
+    run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
+    code, _, err = run("query", "--index", idx, "--scheme", "sif94", str(tmp_path / "q.txt"))
+    assert code == 3 and "holds no fingerprints made with" in err
+    with open_store(idx):  # type: ignore[attr-defined]
+        code, _, err = run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
+    assert code == 3 and "index in use (pid" in err
+    (tmp_path / "idx" / "catalog.duckdb").write_bytes(b"\0garbage" * 5000)
+    code, _, err = run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
+    assert code == 3 and "not a readable sif index" in err and "--rebuild" in err
+    code, _, err = run("index", "--index", idx, "--rebuild", "-j", "1", str(tmp_path / "t"))
+    assert code == 0 and "3 new" in err
+    code, _, err = run("query", "--index", idx, "--scheme", "anchors", str(tmp_path / "q.txt"))
+    assert code == 2 and "--anchors" in err
