@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codemorph import morph
 from sif.content import (
@@ -551,3 +554,31 @@ def test_bad_options_fail_before_work() -> None:
         ContentOptions(max_depth=-1)
     with pytest.raises(ConfigError):
         ContentOptions(max_entry_bytes=10)
+
+
+MAGICS = [
+    b"",
+    b"\x1f\x8b\x08\x00",
+    b"BZh91AY&SY",
+    b"\xfd7zXZ\x00",
+    b"PK\x03\x04",
+    b"\x7fELF\x02\x01",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(magic=st.sampled_from(MAGICS), body=st.binary(max_size=2000), cut=st.integers(0, 4000))
+def test_garbage_never_raises(magic: bytes, body: bytes, cut: int) -> None:
+    # Damaged containers of every kind: a real one cut anywhere, or a magic number then noise.
+    real = {
+        b"\x1f\x8b\x08\x00": gzip.compress(body),
+        b"BZh91AY&SY": bz2.compress(body),
+        b"\xfd7zXZ\x00": lzma.compress(body),
+    }.get(magic)
+    data = real[:cut] if real is not None and cut < len(real) else magic + body
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "f"
+        path.write_bytes(data)
+        for mode in ("auto", "markup"):
+            got, _ = collect(path, normalize=mode)
+            assert len(got) >= 1
