@@ -836,13 +836,14 @@ def _decoder(kind: str, source: _Readable) -> _Readable:
     return reader
 
 
-_COMPRESSED_SUFFIX = re.compile(r"\.(?:gz|z|bz2|bz|xz|zst|zstd)$|(?<=\.t)(?:gz|bz2|xz|zst)$", re.I)
+_COMPRESSED_SUFFIX = re.compile(r"\.(?:gz|z|bz2|bz|xz|zst|zstd)$", re.I)
+_COMPRESSED_TAR = re.compile(r"\.t(?:gz|bz2|xz|zst)$", re.I)
 
 
 def _decoded_name(name: str) -> str:
     """The name of the decompressed content: ``a.ps.gz`` -> ``a.ps``, ``a.tgz`` -> ``a.tar``."""
-    if re.search(r"\.t(?:gz|bz2|xz|zst)$", name, re.I):
-        return name[: name.rfind(".")] + ".tar"
+    if _COMPRESSED_TAR.search(name):
+        return _COMPRESSED_TAR.sub(".tar", name)
     return _COMPRESSED_SUFFIX.sub("", name)
 
 
