@@ -298,7 +298,7 @@ def test_unrelated_code_sharing_a_licence_header_is_not_similar() -> None:
     na, nb = normalize_code(a, "a.py"), normalize_code(b, "b.py")
     assert na is not None and nb is not None
     raw, normalised = similarity(a, b), similarity(na, nb)
-    # Measured: raw 0.25, normalised 0.00.
+    # Measured: raw 0.35, normalised 0.00.
     assert raw >= 0.2, raw
     assert normalised <= 0.05, normalised
 
