@@ -89,7 +89,7 @@ def kind_of(sample: bytes | bytearray | memoryview) -> str:
 # --- views and entries ------------------------------------------------------------
 
 #: Normalisation modes of :class:`ContentOptions` (``--normalize``).
-NORMALIZE_MODES = ("auto", "markup", "code", "raw")
+NORMALIZE_MODES = ("auto", "markup", "code", "unpack", "raw")
 
 #: View names: what the fingerprints of an entry are made of. The index records
 #: the name beside the fingerprint parameters; entries of different names are
@@ -195,8 +195,10 @@ class ContentOptions:
     - ``normalize``: ``"auto"`` (default: PostScript prolog stripped, ELF
       strings, compressed files decompressed, archives expanded), ``"markup"``
       (auto, and troff/TeX/HTML/XML commands and tags removed), ``"code"``
-      (auto, and source code as Pygments tokens; needs Pygments), ``"raw"``
-      (the bytes as they are: one raw entry per file, nothing opened);
+      (auto, and source code as Pygments tokens; needs Pygments), ``"unpack"``
+      (archives expanded and compressed files decompressed, but every entry
+      keeps its exact bytes: for ``sif dupes --archives``), ``"raw"`` (the
+      bytes as they are: one raw entry per file, nothing opened);
     - ``max_depth``: archive and compression layers opened inside one file
       (``x.tar.gz!/y.zip!/z.gz`` is 4 deep); a deeper layer is taken raw;
     - ``max_members``: archive members taken from one file, at all depths;
@@ -1146,6 +1148,8 @@ Normaliser = tuple[str, str, Callable[[bytes], bytes | None]]
 
 def _normaliser(kind: str, text_kind: str, name: str, head: bytes, mode: str) -> Normaliser | None:
     """The view for content of type ``kind`` under ``mode``: (view name, source, function)."""
+    if mode == "unpack":
+        return None
     if kind == "postscript":
         return POSTSCRIPT, "postscript", strip_postscript
     if kind == "elf":

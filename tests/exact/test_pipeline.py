@@ -306,3 +306,48 @@ def test_many_distinct_small_files_of_one_size_stay_within_budget(tmp_path: Path
     got = groups_of(tmp_path, memory_budget=8 * 2000, jobs=1, stats=stats)
     assert got == naive_groups(tmp_path)
     assert len(got) == 100
+
+
+def test_archive_members_join_groups_only_with_archives(tmp_path: Path) -> None:
+    import subprocess as sp
+    import zipfile
+
+    text = b"a member that is also a plain file\n" * 50
+    other = b"two members alike, no plain copy\n" * 40
+    write(tmp_path / "plain/copy.txt", text)
+    write(tmp_path / "plain/copy2.txt", text)
+    write(tmp_path / "lonely.txt", other[:-1] + b"?")  # same size as `other`, other bytes
+    with zipfile.ZipFile(tmp_path / "a.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("dir/x.txt", text)
+        zf.writestr("y.txt", other)
+    src = tmp_path / "src"
+    write(src / "z.txt", other)
+    sp.run(["tar", "czf", str(tmp_path / "b.tar.gz"), "-C", str(src), "z.txt"], check=True)
+    (src / "z.txt").unlink()
+    plain = groups_of(tmp_path, jobs=1)
+    assert plain == {frozenset({f"{tmp_path}/plain/copy.txt", f"{tmp_path}/plain/copy2.txt"})}
+    stats = DupesStats()
+    groups = list(find_duplicates([str(tmp_path)], jobs=1, archives=True, stats=stats))
+    got = {frozenset(g.paths) for g in groups}
+    assert got == {
+        frozenset(
+            {
+                f"{tmp_path}/plain/copy.txt",
+                f"{tmp_path}/plain/copy2.txt",
+                f"{tmp_path}/a.zip!/dir/x.txt",
+            }
+        ),
+        frozenset({f"{tmp_path}/a.zip!/y.txt", f"{tmp_path}/b.tar.gz!/z.txt"}),
+    }
+    assert stats.members == 3
+    member = next(r for g in groups for r in g.replicas if r.path.endswith("x.txt"))
+    assert member.archive == f"{tmp_path}/a.zip"
+    assert all(g.digest.startswith("blake3:") for g in groups)
+
+
+def test_corrupt_archive_is_a_warning(tmp_path: Path) -> None:
+    write(tmp_path / "bad.zip", b"PK\x03\x04 this is not a zip at all" * 10)
+    write(tmp_path / "x", b"1")
+    warnings: list[ScanWarning] = []
+    assert list(find_duplicates([str(tmp_path)], archives=True, on_warning=warnings.append)) == []
+    assert [w.path for w in warnings] == [str(tmp_path / "bad.zip")]

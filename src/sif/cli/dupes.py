@@ -29,6 +29,12 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
 @click.option(
     "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
 )
+@click.option(
+    "--archives",
+    is_flag=True,
+    help="Also compare the members of zip and tar archives (.zip, .jar, .whl, .tar, .tar.gz...), "
+    "shown as ARCHIVE!/MEMBER and matched by size and BLAKE3.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log the candidates left after each stage.")
 @quiet_option
 @fail_cleanly
@@ -38,6 +44,7 @@ def dupes(
     null: bool,
     fmt: str,
     jobs: int | None,
+    archives: bool,
     verbose: bool,
     quiet: bool,
     **filters: Any,
@@ -59,6 +66,7 @@ def dupes(
         groups = find_duplicates(
             roots,
             jobs=jobs,
+            archives=archives,
             on_warning=warnings,
             progress=progress,
             stats=stats,

@@ -68,12 +68,18 @@ DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Replica:
-    """One file of a group: one inode, with all the names it has under the roots."""
+    """One file of a group: one inode, with all the names it has under the roots.
+
+    With ``sif dupes --archives`` a replica may be an archive member
+    (``a.zip!/x``): then ``archive`` names the archive file that holds it,
+    and it can be neither removed nor linked.
+    """
 
     paths: tuple[str, ...]
     dev: int
     ino: int
     mtime_ns: int
+    archive: str | None = None
 
     @property
     def path(self) -> str:
@@ -126,6 +132,7 @@ class DupesStats:
     redundant_files: int = 0
     redundant_bytes: int = 0
     warnings: int = 0
+    members: int = 0
     seconds: float = 0.0
     survivors: list[tuple[str, int]] = field(default_factory=list)
 
@@ -616,6 +623,7 @@ def find_duplicates(
     follow_symlinks: bool = False,
     one_file_system: bool = False,
     empty: bool = False,
+    archives: bool = False,
     jobs: int | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     on_warning: WarningSink = ignore_warning,
@@ -630,8 +638,12 @@ def find_duplicates(
     listed together in one :class:`Replica`. Per-file problems go to
     ``on_warning`` and never stop the run; figures go into ``stats``.
 
-    ``jobs`` worker processes (default: one per core) share the walk and the
-    comparison; they are forked at the start, while this process is small.
+    With ``archives``, the members of zip and tar archives join the groups
+    as entries named ``archive!/member`` (see :mod:`sif.exact.members`).
+
+    ``jobs`` processes (default: one per core) share the walk and the
+    comparison; the workers are forked at the start, while this process is
+    small.
     All the work is done, and ``stats`` filled, when this returns; the groups
     (sorted, largest first) are then made one by one as they are read.
 
@@ -666,5 +678,30 @@ def find_duplicates(
     finally:
         if pool is not None:
             pool.terminate()
+    if archives:
+        groups = iter(_with_members(groups, cols, options, on_warning, stats))
     stats.seconds = time.monotonic() - start
     return groups
+
+
+def _with_members(
+    groups: Iterator[Group],
+    cols: RecordColumns,
+    options: WalkOptions,
+    on_warning: WarningSink,
+    stats: DupesStats,
+) -> list[Group]:
+    """The groups with the archives' members merged in, and the figures redone."""
+    from sif.exact.members import archive_members, merge_members
+
+    def warn(w: ScanWarning) -> None:
+        stats.warnings += 1
+        on_warning(w)
+
+    members = archive_members(cols, warn, max(options.min_size, 0 if options.empty else 1))
+    stats.members = len(members)
+    result = merge_members(groups, members, cols, warn)
+    stats.groups = len(result)
+    stats.redundant_files = sum(g.redundant_files for g in result)
+    stats.redundant_bytes = sum(g.redundant_bytes for g in result)
+    return result
