@@ -1,0 +1,168 @@
+"""bench/query: `sif query` latency, index size, and incremental re-index cost (issue 4).
+
+    python bench/query.py [--corpus DIR] [--sizes 1,5,20] [--work DIR]
+
+1. Latency of one query (a 29 KB real file) against indexes of 1M, 5M, 20M
+   fingerprint rows (synthetic files of 100 random values each, plus the
+   query's original): warm (in process: open the reader, fingerprint the
+   file, look up, describe; median of 20) and as a whole new `sif query`
+   process with a warm page cache (median of 5), next to the bare cost of
+   starting Python and fingerprinting the file (numba start-up).
+2. Index bytes per fingerprint and as a % of the corpus, on a real corpus
+   (default: a copy of Python's standard library).
+3. Re-index after 1% of the files change, as a share of a full run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sif.fingerprint import make_params
+from sif.index import build_index, open_reader, open_store
+from sif.index.scan import ScannedFile, scan_file
+from sif.index.store import NewFile
+from sif.query import query_files
+from sif.walk import WalkOptions
+
+STDLIB = Path(os.path.dirname(os.__file__))
+QUERY = STDLIB / "trace.py"
+
+
+def du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def synthetic_index(idx: Path, rows: int, query_scan: ScannedFile) -> None:
+    rng = np.random.default_rng(rows)
+    params = make_params()
+    per_file = 100
+    n_files = rows // per_file
+    store = open_store(idx, rebuild=True)
+    try:
+        batch: list[NewFile] = [NewFile(str(QUERY), 0, 1, 0, query_scan)]
+        for i in range(n_files):
+            fps = rng.integers(0, 1 << 32, per_file, dtype=np.uint64).astype(np.uint32)
+            scan = ScannedFile("text", bytes(32), fps, per_file * 256)
+            batch.append(NewFile(f"/synthetic/d{i // 1000}/f{i}.txt", 0, i + 2, 0, scan))
+        store.commit(params, None, batch, [])
+        store.finish(params)
+    finally:
+        store.close()
+
+
+def latency(idx: Path) -> tuple[float, float, float]:
+    times, lookups = [], []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        reader = open_reader(idx)
+        [res] = query_files([QUERY], reader, threshold=50)
+        t1 = time.perf_counter()
+        reader.close()
+        times.append(t1 - t0)
+        params = reader.parameter_sets()[0]
+        q = np.unique(scan_file(QUERY, params).fingerprints)
+        reader = open_reader(idx)
+        t2 = time.perf_counter()
+        reader.lookup(params, q)
+        lookups.append(time.perf_counter() - t2)
+        assert res.matches and res.matches[0].exact
+    cold = []
+    cmd = [sys.executable, "-m", "sif", "query", "--index", str(idx), str(QUERY)]
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        cold.append(time.perf_counter() - t0)
+    return statistics.median(times), statistics.median(lookups), statistics.median(cold)
+
+
+def baseline() -> float:
+    code = (
+        "from sif.index.scan import scan_file; from sif.fingerprint import make_params; "
+        f"scan_file({str(QUERY)!r}, make_params())"
+    )
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", type=Path, default=STDLIB)
+    ap.add_argument("--sizes", default="1,5,20", help="millions of fingerprint rows")
+    ap.add_argument("--work", type=Path, default=None, help="scratch directory")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="sif-bench-query-", dir=args.work))
+    try:
+        qscan = scan_file(QUERY, make_params())
+        print(f"query: {QUERY} ({QUERY.stat().st_size:,} bytes, {len(qscan.fingerprints)} fps)")
+        base = baseline()
+        print(f"bare process: python + numba fingerprint of the query file: {1000 * base:.0f} ms")
+        for m in (int(s) for s in args.sizes.split(",")):
+            idx = work / f"syn{m}"
+            t0 = time.perf_counter()
+            synthetic_index(idx, m * 1_000_000, qscan)
+            built = time.perf_counter() - t0
+            warm, lookup, cold = latency(idx)
+            size = du(idx)
+            print(
+                f"{m:>3}M rows: warm query {1000 * warm:6.1f} ms "
+                f"(lookup alone {1000 * lookup:5.1f} ms), "
+                f"cold process {1000 * cold:5.0f} ms (of which bare {1000 * base:.0f}); "
+                f"index {size / 1e6:.1f} MB = {size / (m * 1e6):.2f} B/row; built in {built:.1f} s"
+            )
+            shutil.rmtree(idx)
+        # --- real corpus: size, and a re-index after 1% change -------------------------
+        corpus = work / "corpus"
+        shutil.copytree(
+            args.corpus,
+            corpus,
+            ignore=shutil.ignore_patterns("site-packages", "__pycache__"),
+            symlinks=True,
+        )
+        opts = WalkOptions()
+        idx = work / "real"
+        full = build_index([corpus], idx, options=opts)
+        total = full.bytes_read  # every file the index keeps
+        size = du(idx)
+        fp_bytes = sum(f.stat().st_size for f in (idx / "segments").rglob("f[pi][d.]*npy"))
+        rows = sum(len(np.load(f, mmap_mode="r")) for f in (idx / "segments").rglob("fp.npy"))
+        print(
+            f"corpus {args.corpus}: {full.new:,} files, {total / 1e6:.1f} MB, "
+            f"{rows:,} fingerprints "
+            f"(1 per {total / rows:.0f} bytes)"
+        )
+        print(
+            f"index {size / 1e6:.2f} MB = {100 * size / total:.2f}% of the corpus "
+            f"({size / rows:.2f} B per fingerprint all told; fingerprint rows alone "
+            f"{fp_bytes / rows:.2f} B, {100 * fp_bytes / total:.2f}%; "
+            f"catalog {(idx / 'catalog.duckdb').stat().st_size / 1e6:.2f} MB)"
+        )
+        files = sorted(p for p in corpus.rglob("*") if p.is_file() and not p.is_symlink())
+        rng = np.random.default_rng(1)
+        for i in rng.choice(len(files), max(1, len(files) // 100), replace=False):
+            with open(files[i], "ab") as f:
+                f.write(b"\n# changed\n")
+        inc = build_index([corpus], idx, options=opts)
+        print(
+            f"full run {full.seconds:.2f} s; after 1% changed ({inc.changed} files): "
+            f"{inc.seconds:.3f} s = {100 * inc.seconds / full.seconds:.1f}% of a full run"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
