@@ -105,7 +105,7 @@ def test_from_file_and_stdin_nul(tmp_path: Path) -> None:
     lst = tmp_path / "list.txt"
     lst.write_text(f"{tmp_path}/c/three\n{tmp_path}/c/four\n")
     _, out, _ = run("--from-file", str(lst), "--format", "fdupes", "-q")
-    assert out == f"{tmp_path}/c/four\n{tmp_path}/c/three\n".encode()
+    assert out == f"{tmp_path}/c/four\n{tmp_path}/c/three\n\n".encode()  # fdupes's layout
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -60,13 +60,10 @@ def write_dupes(groups: Iterable[Group], out: BinaryIO, fmt: str, nul: bool = Fa
     if fmt == "text":
         _dupes_text(groups, out)
     elif fmt == "fdupes":
-        first = True
-        for g in groups:
-            if not first:
-                out.write(b"\n")
-            first = False
+        for g in groups:  # as fdupes: each group, then a blank line (the last one too)
             for p in g.all_paths:
                 out.write(os.fsencode(p) + b"\n")
+            out.write(b"\n")
     elif fmt == "json":
         for g in groups:
             out.write(
