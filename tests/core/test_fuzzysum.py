@@ -369,3 +369,27 @@ def test_lcs_bit_parallel_equals_dynamic_programming(a: str, b: str) -> None:
         for j, other in enumerate(b, 1):
             previous, row[j] = row[j], (previous + 1 if char == other else max(row[j], row[j - 1]))
     assert _lcs_length(a, b) == row[-1]
+
+
+_CHARS = st.characters(
+    codec="utf-8",
+    exclude_categories=("Cs",),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=_CHARS, max_size=200))
+def test_v2_word_bytes_match_the_unicode_definition(text: str) -> None:
+    """The vectorised classification equals: letters and digits of any script, not '_'."""
+    import numpy as np
+
+    from sif.core.fuzzysum import _word_bytes
+
+    text = text.lower()
+    data = text.encode("utf-8")
+    want = np.concatenate(
+        [np.full(len(c.encode("utf-8")), c.isalnum() and c != "_", dtype=bool) for c in text]
+        or [np.zeros(0, dtype=bool)]
+    )
+    got = _word_bytes(np.frombuffer(data, dtype=np.uint8))
+    assert (got == want).all()
