@@ -180,9 +180,14 @@ class StderrProgress:
             transient=True,
         )
         self._task: Any = None
-        self._progress.start()
+        self._started = False
 
     def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
+        if not self._started:
+            # Started at the first stage, not before: the library forks its workers
+            # first, and a fork must not copy the bar's refresh thread mid-write.
+            self._started = True
+            self._progress.start()
         if self._task is not None:
             self._progress.remove_task(self._task)
         self._task = self._progress.add_task(f"{name} ({unit})", total=total)
@@ -195,7 +200,8 @@ class StderrProgress:
         pass
 
     def close(self) -> None:
-        self._progress.stop()
+        if self._started:
+            self._progress.stop()
 
 
 def make_progress(quiet: bool) -> Any:
