@@ -352,17 +352,33 @@ def _array_filler(data: npt.NDArray[np.uint8]) -> Fill:
 
 
 def _file_filler(f: Any) -> Fill:
+    readinto = getattr(f, "readinto", None)
+
     def fill(view: memoryview) -> int:
         # A raw read may return less than asked: fill the view or reach the end.
         total = 0
         while total < len(view):
-            n = f.readinto(view[total:])
+            if readinto is not None:
+                n = readinto(view[total:])
+            else:  # a readable with read() only
+                chunk = f.read(len(view) - total)
+                n = len(chunk)
+                view[total : total + n] = chunk
             if not n:
                 break
             total += n
         return total
 
     return fill
+
+
+def _known_size(f: Any) -> int | None:
+    """The size of ``f`` if it is a regular file on disk, else ``None`` (a stream)."""
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is a ValueError
+        return None
+    return st.st_size if st.st_size > 0 else None
 
 
 def fingerprint_detail(
@@ -456,41 +472,64 @@ def fingerprint_reader(
     on_block: Callable[[memoryview], None] | None = None,
     **params: Any,
 ) -> Fingerprints:
-    """Fingerprints of an open raw binary file ``f`` (``open(path, "rb", buffering=0)``).
+    """Fingerprints of an open binary readable ``f``: a raw file, or any stream.
 
-    The same result as :func:`fingerprint_file_detail` on its path, but every
-    block read is also handed to ``on_block`` (in order, exactly once per
-    byte, before the buffer is reused), so that a caller computes other
-    things over the content (a digest, a sample) in the same single pass.
-    ``on_block`` must not keep the view. Raises ``OSError`` on a read error
-    and :class:`ConfigError` for bad parameters. Memory: O(block_size).
+    ``f`` needs ``readinto`` or ``read``; a file on disk
+    (``open(path, "rb", buffering=0)``) gives the same result as
+    :func:`fingerprint_file_detail` on its path; a stream without a file
+    descriptor (a decompressed archive member, ``io.BytesIO``) is read the
+    same way, its length found by reading. Every block read is also handed to
+    ``on_block`` (in order, exactly once per byte, before the buffer is
+    reused), so that a caller computes other things over the content (a
+    digest, a sample) in the same single pass. ``on_block`` must not keep
+    the view. Raises ``OSError`` on a read error and :class:`ConfigError`
+    for bad parameters. Memory: O(block_size), whatever the length of ``f``.
     """
     p = make_params(scheme, anchors, **params)
     if block_size < 1:
         raise ConfigError("block_size must be positive")
     block = max(block_size, _threshold(p))
-    size = os.fstat(f.fileno()).st_size
-    if size < block:  # small: read it whole, its actual length decides
-        data = f.readall()
+    read = _file_filler(f)
+    size = _known_size(f)
+    head: bytes | None = None
+    if size is None:
+        # Unknown length: one block tells a small input (read whole) from a long one.
+        buf = bytearray(block)
+        head = bytes(memoryview(buf)[: read(memoryview(buf))])
+        if len(head) < block:
+            size = len(head)
+    if size is not None and size < block:  # small: read it whole, its actual length decides
+        data = _read_rest(read) if head is None else head
         if on_block is not None and data:
             on_block(memoryview(data))
         arr = np.frombuffer(data, dtype=np.uint8)
         values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
         return Fingerprints(values, offsets, p)
-    read = _file_filler(f)
-    if on_block is None:
-        fill = read
-    else:
-        hook = on_block
+    pending = memoryview(head or b"")
 
-        def fill(view: memoryview) -> int:
+    def fill(view: memoryview) -> int:
+        nonlocal pending
+        if pending:  # the block read to learn the length comes first
+            n = min(len(view), len(pending))
+            view[:n] = pending[:n]
+            pending = pending[n:]
+        else:
             n = read(view)
-            if n:
-                hook(view[:n])
-            return n
+        if n and on_block is not None:
+            on_block(view[:n])
+        return n
 
     values, offsets = _run(p, anchors, fill, block, block)
     return Fingerprints(values, offsets, p)
+
+
+def _read_rest(read: Fill) -> bytes:
+    """Everything ``read`` gives until its end."""
+    parts = []
+    buf = bytearray(DEFAULT_BLOCK_SIZE)
+    while n := read(memoryview(buf)):
+        parts.append(bytes(buf[:n]))
+    return b"".join(parts)
 
 
 # --- anchor sets on disk ----------------------------------------------------------
