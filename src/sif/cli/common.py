@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -181,6 +182,8 @@ class StderrProgress:
         )
         self._task: Any = None
         self._started = False
+        self._pending = 0
+        self._next = 0.0
 
     def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
         if not self._started:
@@ -190,11 +193,17 @@ class StderrProgress:
             self._progress.start()
         if self._task is not None:
             self._progress.remove_task(self._task)
+        self._pending = 0
         self._task = self._progress.add_task(f"{name} ({unit})", total=total)
 
     def advance(self, amount: int = 1) -> None:
-        if self._task is not None:
-            self._progress.advance(self._task, amount)
+        # Called once per file read: hand rich the sum ten times a second, not each call.
+        self._pending += amount
+        now = time.monotonic()
+        if now >= self._next and self._task is not None:
+            self._progress.advance(self._task, self._pending)
+            self._pending = 0
+            self._next = now + 0.1
 
     def log(self, message: str) -> None:
         pass
