@@ -34,7 +34,11 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
   BLOB, n_fp, n_distinct, segment)``: the live files;
 - ``segments(id, params_id, name, files, rows)``;
 - ``dead(id, segment, n_fp)``: files dropped whose rows remain in a segment
-  until the next compaction.
+  until the next compaction;
+- ``similar_runs(run_key, stopped, pairs, created)`` and ``similar_pairs(a, b,
+  shared, hits_a, hits_b, exact_ab, exact_ba)``: the pair counts of the last
+  ``sif similar`` run (:mod:`sif.similar`), valid while the generation in
+  ``run_key`` is current.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from sif.index.segments import (
 from sif.index.store import KnownFile, NewFile, kind_code
 
 CATALOG = "catalog.duckdb"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Compact a parameter set once it has more segments than this...
 MAX_SEGMENTS = 8
@@ -91,8 +95,22 @@ def _v1(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE dead (id UINTEGER, segment INTEGER, n_fp UINTEGER)")
 
 
+def _v2(con: duckdb.DuckDBPyConnection) -> None:
+    # sif similar's collated pair counts (sif.similar), kept for re-thresholding; one
+    # run at a time, keyed by the index generation, roots and max_df it was made from.
+    con.execute(
+        "CREATE TABLE similar_runs (run_key VARCHAR, stopped BIGINT, pairs BIGINT, "
+        "created TIMESTAMP)"
+    )
+    con.execute(
+        "CREATE TABLE similar_pairs (a UINTEGER, b UINTEGER, shared UINTEGER, "
+        "hits_a UINTEGER, hits_b UINTEGER, exact_ab DOUBLE, exact_ba DOUBLE)"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "files, params, segments, dead", _v1),
+    (2, "similar_runs, similar_pairs", _v2),
 ]
 """Registered migrations, applied in order, each in its own transaction."""
 
