@@ -49,6 +49,7 @@ from sif.core.sampling import (
     K,
     sif94_density,
     sif94_select,
+    want_jit,
     winnow_density,
     winnow_select,
     winnow_window_for,
@@ -266,15 +267,38 @@ def _effective(p: FingerprintParams, n: int) -> int:
 Fill = Callable[[memoryview], int]
 
 
+#: Bytes this process fingerprinted with numpy (see :func:`_use_jit`).
+_numpy_bytes = 0
+
+
+def _use_jit(total: int | None) -> bool:
+    """numba or numpy for the next block of an input of ``total`` bytes (``None``: unknown).
+
+    numba once its kernels are loaded, or for an input of at least
+    :data:`sif.core.sampling.JIT_MIN_BYTES` (then numpy would cost more than
+    loading numba), or once numpy has fingerprinted that many bytes in this
+    process (rent or buy: bulk work over small files pays at most twice the
+    cheaper choice). A query of a few files never imports numba. Either way
+    the fingerprints are the same.
+    """
+    return want_jit(max(total or 0, _numpy_bytes))
+
+
 def _run(
-    p: FingerprintParams, anchors: AnchorSet | None, fill: Fill, block: int, size: int
+    p: FingerprintParams,
+    anchors: AnchorSet | None,
+    fill: Fill,
+    block: int,
+    size: int,
+    total: int | None,
 ) -> tuple[U64, I64]:
     """Fingerprints of the bytes that ``fill`` writes, ``block`` at most per call.
 
     ``fill(view)`` writes up to ``len(view)`` bytes into ``view`` and returns
     how many (0 at the end). ``size`` is the input's length, or any length
     from :func:`_threshold` on when the input is at least that long: from
-    there the effective parameters no longer depend on it.
+    there the effective parameters no longer depend on it. ``total`` is the
+    input's length if known, for :func:`_use_jit`.
 
     One buffer is reused: the unfinished tail of the previous fill (fewer
     than ``w + W`` bytes) is moved to its front and the next bytes are read
@@ -293,6 +317,7 @@ def _run(
     last_kept = -1  # winnow: the last offset kept
     values: list[U64] = []
     offsets: list[I64] = []
+    global _numpy_bytes
     while True:
         got = fill(buf.data[carried : carried + block])
         if got == 0:
@@ -302,8 +327,11 @@ def _run(
         if m < (eff if p.scheme == "winnow" else 1):
             carried = len(view)
             continue
+        jit = _use_jit(total)
+        if not jit:
+            _numpy_bytes += len(view)  # a benign race between threads: only a cost estimate
         if p.scheme == "winnow":
-            starts, vals = winnow_select(view, w, eff, int(p.max_period or 0))
+            starts, vals = winnow_select(view, w, eff, int(p.max_period or 0), jit=jit)
             starts += base
             fresh = starts > last_kept
             starts, vals = starts[fresh], vals[fresh]
@@ -325,7 +353,7 @@ def _run(
             done = m
         else:
             assert anchors is not None
-            starts, vals = anchor_select(view, anchors, w, int(p.max_period or 0))
+            starts, vals = anchor_select(view, anchors, w, int(p.max_period or 0), jit=jit)
             starts += base
             done = m
         values.append(vals)
@@ -393,7 +421,7 @@ def fingerprint_detail(
     arr = as_bytes_array(data)
     # Whole inputs go through the same driver as files, in blocks of bounded scratch.
     block = max(DEFAULT_BLOCK_SIZE, _threshold(p))
-    values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
+    values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr), len(arr))
     return Fingerprints(values, offsets, p)
 
 
@@ -435,9 +463,9 @@ def fingerprint_file_detail(
         size = os.fstat(f.fileno()).st_size
         if size < block:  # small: read it whole, its actual length decides
             arr = np.frombuffer(f.readall(), dtype=np.uint8)
-            values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
+            values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr), len(arr))
         else:
-            values, offsets = _run(p, anchors, _file_filler(f), block, block)
+            values, offsets = _run(p, anchors, _file_filler(f), block, block, size)
     return Fingerprints(values, offsets, p)
 
 
@@ -503,7 +531,7 @@ def fingerprint_reader(
         if on_block is not None and data:
             on_block(memoryview(data))
         arr = np.frombuffer(data, dtype=np.uint8)
-        values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr))
+        values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr), len(arr))
         return Fingerprints(values, offsets, p)
     pending = memoryview(head or b"")
 
@@ -519,7 +547,7 @@ def fingerprint_reader(
             on_block(view[:n])
         return n
 
-    values, offsets = _run(p, anchors, fill, block, block)
+    values, offsets = _run(p, anchors, fill, block, block, size)
     return Fingerprints(values, offsets, p)
 
 

@@ -39,10 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 from sif.core.rolling import BASE, U8, U64, WINDOW, karp_rabin_at, mix64
-from sif.core.sampling import MAX_PERIOD, degenerate_at
+from sif.core.sampling import MAX_PERIOD, degenerate_at, want_jit
 
 I64 = npt.NDArray[np.int64]
 
@@ -205,49 +204,41 @@ def learn_anchors(
     return AnchorSet(tuple(sorted(chosen)), length, reached)
 
 
-@njit(cache=True, nogil=True)
-def _find_kernel(
-    data: U8, length: int, bitmap: npt.NDArray[np.bool_], wanted: U64, out: I64
-) -> int:  # pragma: no cover
-    # A rolling q-gram code, a hashed bitmap that rejects almost every position at
-    # once, then a binary search of the sorted anchor codes for the rare hits.
-    m = data.shape[0] - length + 1
-    shift = np.uint64(64 - _FILTER_BITS)
-    top = np.uint64(8 * (length - 1))
-    code = np.uint64(0)
-    for j in range(length - 1):
-        code |= np.uint64(data[j]) << np.uint64(8 * j)
-    n = 0
-    for i in range(m):
-        code |= np.uint64(data[i + length - 1]) << top
-        if bitmap[(code * _GOLDEN) >> shift]:
-            k = np.searchsorted(wanted, code)
-            if k < wanted.shape[0] and wanted[k] == code:
-                out[n] = i
-                n += 1
-        code >>= np.uint64(8)
-    return n
-
-
-def find_anchors(data: U8, anchors: AnchorSet) -> I64:
+def find_anchors(data: U8, anchors: AnchorSet, *, jit: bool | None = None) -> I64:
     """Start of every occurrence of any anchor in ``data``, ascending.
 
     Multi-pattern matching for patterns of one length: each position's
     q-gram code is looked up in a bitmap of hashed anchor codes and the few
-    hits are checked exactly (a numba pass, about 1.5 ns a byte; the numpy
-    form of the same lookup allocates several 8-byte arrays per byte and runs
-    ten times slower). Cost: O(n) plus O(hits * log(anchors)).
+    hits are checked exactly by binary search. ``jit`` as in
+    :func:`sif.core.sampling.winnow_select`: the numba pass costs about
+    1.5 ns a byte; the numpy form allocates several 8-byte arrays per byte
+    and runs ten times slower, which small inputs do not notice. Cost: O(n)
+    plus O(hits * log(anchors)).
     """
     m = len(data) - anchors.length + 1
     if m <= 0:
         return np.empty(0, dtype=np.int64)
     wanted = anchors.codes()
     bitmap = np.zeros(1 << _FILTER_BITS, dtype=bool)
+    shift = np.uint64(64 - _FILTER_BITS)
     with np.errstate(over="ignore"):
-        bitmap[(wanted * _GOLDEN) >> np.uint64(64 - _FILTER_BITS)] = True
-    out = np.empty(m, dtype=np.int64)  # untouched pages cost nothing
-    n = _find_kernel(np.ascontiguousarray(data), anchors.length, bitmap, wanted, out)
-    return out[:n].copy()
+        bitmap[(wanted * _GOLDEN) >> shift] = True
+    if jit is None:
+        jit = want_jit(len(data))
+    if jit:
+        from sif.core.kernels import find_anchors_kernel
+
+        out = np.empty(m, dtype=np.int64)  # untouched pages cost nothing
+        n = find_anchors_kernel(
+            np.ascontiguousarray(data), anchors.length, bitmap, _FILTER_BITS, _GOLDEN, wanted, out
+        )
+        return out[:n].copy()
+    codes = qgram_codes(data, anchors.length)
+    with np.errstate(over="ignore"):
+        hits = np.flatnonzero(bitmap[(codes * _GOLDEN) >> shift])
+    found = codes[hits]
+    k = np.minimum(np.searchsorted(wanted, found), len(wanted) - 1)
+    return hits[wanted[k] == found].astype(np.int64)
 
 
 def anchor_select(
@@ -256,15 +247,18 @@ def anchor_select(
     window: int = WINDOW,
     max_period: int = MAX_PERIOD,
     base: int = BASE,
+    *,
+    jit: bool | None = None,
 ) -> tuple[I64, U64]:
     """Anchor fingerprints of ``data``: ``(starts, values)``, starts ascending.
 
     Every anchor occurrence whose ``window`` bytes fit in ``data`` and are
     not degenerate (see :mod:`sif.core.sampling`) gives the value of those
     bytes, :func:`sif.core.rolling.window_hashes`'s value for that window.
-    Cost: :func:`find_anchors` plus O(occurrences * window).
+    ``jit`` as in :func:`find_anchors`. Cost: :func:`find_anchors` plus
+    O(occurrences * window).
     """
-    starts = find_anchors(data, anchors)
+    starts = find_anchors(data, anchors, jit=jit)
     starts = starts[starts <= len(data) - window]
     if max_period:
         starts = starts[~degenerate_at(data, starts, window, max_period)]

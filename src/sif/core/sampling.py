@@ -39,27 +39,36 @@ Degenerate windows (never kept by ``winnow``, nor by the anchors scheme)
     periods in ``(max_period / 2, max_period]``; ``max_period`` is at most
     ``w // 2`` (longer periods would exclude every window), 0 disables it.
 
-Everything here is pure: arrays in, arrays out, no I/O. The winnowing kernel
-is compiled with numba: a sequential minimum over a sliding window has no
-fast numpy form, and the kernel (rolling hash, mixing, selection and a lazy
-degeneracy test in one pass) runs at about 2.7 ns a byte on one core.
+Everything here is pure: arrays in, arrays out, no I/O. Each selection has
+two implementations that give bit-identical results:
+
+- numpy (this module): whole-array passes, about 50-70 ns a byte for
+  ``winnow`` (the sliding minimum is van Herk / Gil-Werman over blocks of
+  ``W``), no compiler: what a process that fingerprints a few small files
+  (``sif query``) uses, since ``import numba`` alone costs about half a
+  second;
+- numba (:mod:`sif.core.kernels`, imported on first use): one fused pass,
+  about 2 ns a byte, for bulk work.
+
+``jit=None`` (the default) picks numba when the kernels are already loaded
+or the input has at least :data:`JIT_MIN_BYTES` bytes.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 from sif.core.rolling import (
     BASE,
-    FMIX_C1,
-    FMIX_C2,
     MODULUS_BITS,
     U8,
     U64,
     WINDOW,
     karp_rabin,
+    window_hashes,
 )
 
 I64 = npt.NDArray[np.int64]
@@ -71,6 +80,21 @@ K = 8
 MAX_PERIOD = 8
 #: Reserved value: "no usable window here"; real values equal to it are moved to ``NONE - 1``.
 NONE = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: Inputs of at least this many bytes go to the numba kernels when ``jit=None``: below it,
+#: the numpy path costs less than importing numba and loading the kernels (measured:
+#: about 0.6 s of start-up against 50-70 ns a byte; see bench/fingerprint.py).
+JIT_MIN_BYTES = 8 << 20
+_KERNELS = "sif.core.kernels"
+
+
+def kernels_loaded() -> bool:
+    """Whether the numba kernels are imported in this process (then they cost nothing more)."""
+    return _KERNELS in sys.modules
+
+
+def want_jit(nbytes: int) -> bool:
+    """The default choice for an input of ``nbytes``: numba if loaded or the input is large."""
+    return nbytes >= JIT_MIN_BYTES or kernels_loaded()
 
 
 def winnow_window_for(k: int) -> int:
@@ -128,18 +152,23 @@ def degenerate_at(
 # --- sif94 ------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
-def _non_overlapping(candidates: I64, window: int, first: int) -> I64:  # pragma: no cover
-    # Greedy left to right, as the paper scans: keep a candidate, jump past its end.
-    keep = np.empty(len(candidates), dtype=np.int64)
-    n = 0
-    nxt = first
-    for c in candidates:
-        if c >= nxt:
-            keep[n] = c
-            n += 1
-            nxt = c + window
-    return keep[:n]
+def _non_overlapping(candidates: I64, window: int, first: int) -> I64:
+    """The paper's greedy scan over sorted ``candidates``: keep one, skip to its end.
+
+    Vectorised by pointer doubling: ``jump[c]`` is the candidate kept after
+    ``c``; the chain from the first candidate at or past ``first`` is built
+    ``len`` entries at a time (``jump`` composed with itself each round).
+    Cost: O(c log c) for c candidates, log2(kept) rounds.
+    """
+    n = len(candidates)
+    jump = np.empty(n + 1, dtype=np.int64)
+    jump[:n] = np.searchsorted(candidates, candidates + window)
+    jump[n] = n  # the end absorbs
+    chain = np.array([np.searchsorted(candidates, first)], dtype=np.int64)
+    while chain[-1] < n:
+        chain = np.concatenate((chain, jump[chain]))
+        jump = jump[jump]
+    return candidates[chain[chain < n]]
 
 
 def sif94_select(
@@ -159,7 +188,7 @@ def sif94_select(
     (default ``k``; a small file sampled with a smaller ``k`` keeps the
     shift of the nominal one, so that values stay comparable). ``first``
     carries the non-overlap rule across blocks (the end of the last window
-    kept). Cost: O(n), dominated by :func:`karp_rabin`.
+    kept). Cost: O(n), dominated by :func:`karp_rabin`; numpy only.
     """
     h = karp_rabin(data, window, base)
     if modulus_bits < 64:
@@ -173,161 +202,64 @@ def sif94_select(
 # --- winnowing --------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _period(data: U8, i: int, window: int, lo: int, hi: int) -> int:  # pragma: no cover
-    # The first tested period of window i, or 0; text fails on the first byte.
-    for q in range(lo, hi + 1):
-        periodic = True
-        for r in range(i + q, i + window):
-            if data[r] != data[r - q]:
-                periodic = False
-                break
-        if periodic:
-            return q
-    return 0
+def sliding_argmin(values: U64, ww: int) -> I64:
+    """The rightmost position of the minimum of every ``ww`` consecutive ``values``.
 
-
-@njit(cache=True, nogil=True, inline="always")
-def _run_end(data: U8, i: int, window: int, q: int, m: int) -> int:  # pragma: no cover
-    # Window i is q-periodic; window e+1 is too iff one more byte repeats the one q before.
-    e = i
-    while e + 1 < m and data[e + window] == data[e + window - q]:
-        e += 1
-    return e
-
-
-@njit(cache=True, nogil=True)
-def _rescan(
-    data: U8,
-    ring: U64,
-    i: int,
-    window: int,
-    ww: int,
-    lo: int,
-    max_period: int,
-    m: int,
-    dead_until: int,
-) -> tuple[int, np.uint64, int]:  # pragma: no cover
-    """The rightmost non-degenerate minimum of windows ``i-ww+1 .. i``: (pos, value, dead_until).
-
-    A tight loop finds the minimum, then only the winner is tested: a
-    degenerate winner has its whole periodic run (inside the winnowing
-    window, and ahead through ``dead_until``) retired, and the loop runs
-    again; each pass retires a run, so passes are few.
+    Element ``j`` is for ``values[j : j + ww]`` (``len(values) - ww + 1`` of
+    them; ``1 <= ww <= len(values)``). Van Herk / Gil-Werman: cut the array
+    into blocks of ``ww``; a window is a suffix of one block and a prefix of
+    the next. Prefix minima give the rightmost argmin of a prefix as the last
+    position equal to its prefix minimum (a running maximum of such
+    positions); the rightmost argmin of a suffix is the nearest position at
+    or after its start smaller than everything after it in the block (a
+    running maximum over the reversed block). The prefix part wins ties
+    (it lies to the right). Cost: O(n), about a dozen passes, 8 + 4 bytes
+    of scratch per value and a reversed copy.
     """
-    none = np.uint64(0xFFFFFFFFFFFFFFFF)
-    mask = ring.shape[0] - 1
-    first = i - ww + 1
-    while True:
-        mval = none
-        mpos = first
-        for r in range(first, i + 1):
-            y = ring[r & mask]
-            if y <= mval:
-                mpos = r
-                mval = y
-        if mval == none:
-            return mpos, mval, dead_until
-        q = _period(data, mpos, window, lo, max_period)
-        if q == 0:
-            return mpos, mval, dead_until
-        e = _run_end(data, mpos, window, q, m)
-        # Window b-1 is q-periodic too iff its first byte repeats q bytes on.
-        b = mpos
-        while b > first and data[b - 1] == data[b - 1 + q]:
-            b -= 1
-        for d in range(b, min(e, i) + 1):
-            ring[d & mask] = none
-        dead_until = max(dead_until, e)
+    m = len(values)
+    nb = -(-m // ww)
+    pad = np.full(nb * ww, NONE, dtype=np.uint64)  # padding lies after every window
+    pad[:m] = values
+    col = np.arange(ww, dtype=np.int32)
+    blocks = pad.reshape(nb, ww)
+    pre = np.minimum.accumulate(blocks, axis=1)
+    pre_arg = np.where(blocks == pre, col, np.int32(-1))
+    np.maximum.accumulate(pre_arg, axis=1, out=pre_arg)
+    # Suffixes as prefixes of the reversed blocks (a contiguous copy keeps accumulate fast).
+    rev = pad[::-1].copy().reshape(nb, ww)
+    suf = np.minimum.accumulate(rev, axis=1)
+    strict = np.empty(rev.shape, dtype=bool)
+    strict[:, 0] = True
+    np.less(rev[:, 1:], suf[:, :-1], out=strict[:, 1:])
+    suf_arg = np.where(strict, col, np.int32(-1))
+    np.maximum.accumulate(suf_arg, axis=1, out=suf_arg)
+    k = m - ww + 1
+    ends = slice(ww - 1, m)
+    block_start = np.arange(ww - 1, m, dtype=np.int64)
+    block_start -= block_start % ww  # of each window's last position
+    # The start's suffix ends at block_start - 1 (or is the whole block when aligned).
+    take_prefix = pre.ravel()[ends] <= suf.ravel()[::-1][:k]
+    return np.where(
+        take_prefix,
+        block_start + pre_arg.ravel()[ends],
+        block_start - 1 - suf_arg.ravel()[::-1][:k],
+    )
 
 
-@njit(cache=True, nogil=True)
-def _winnow_kernel(
-    data: U8,
-    window: int,
-    ww: int,
-    max_period: int,
-    base: np.uint64,
-    top_power: np.uint64,
-    out: I64,
-    out_values: U64,
-) -> int:  # pragma: no cover
-    """Write the kept starts to ``out`` and their values to ``out_values``; return how many.
-
-    The last ``ww`` window values live in a ring (a few KB, so it stays in
-    L1 cache; a full array of values would cost a page fault every 512
-    windows). A ring entry is ``NONE`` for a window found degenerate;
-    windows never tested may hold their raw value even if degenerate.
-
-    Degeneracy is tested lazily, only for a minimum about to be kept: a
-    minimum found by a rescan is tested there; one that arrived as a new
-    smallest value is tested when it is kept (a test on arrival would sit in
-    the hot loop and slows it by a third). Until it is kept it can only be
-    displaced by a value no larger, which the exact rule would accept too,
-    so the kept sequence is the same as if every window had been tested.
-    """
-    m = data.shape[0] - window + 1
-    lo = max_period // 2 + 1
-    size = 1
-    while size < ww:
-        size *= 2
-    ring = np.empty(size, dtype=np.uint64)
-    mask = size - 1
-    none = np.uint64(0xFFFFFFFFFFFFFFFF)
-    # Section 2: "a table of all possible values of (t_i p^49) mod M for all 256 byte
-    # values": a lookup instead of a multiply in the rolling update.
-    outgoing = np.empty(256, dtype=np.uint64)
-    for b in range(256):
-        outgoing[b] = np.uint64(b) * top_power
-    h = np.uint64(0)
-    for j in range(window - 1):
-        h = h * base + np.uint64(data[j])
-    dead_until = -1  # windows up to here are known to be degenerate
-    mpos = 0
-    mval = none
-    tested = True  # whether the current minimum has passed the degeneracy test
-    last = -1
-    n = 0
-    for i in range(m):
-        h = h * base + np.uint64(data[i + window - 1])
-        if i <= dead_until:
-            x = none
-        else:
-            x = h ^ (h >> np.uint64(33))
-            x *= np.uint64(FMIX_C1)
-            x ^= x >> np.uint64(33)
-            x *= np.uint64(FMIX_C2)
-            x ^= x >> np.uint64(33)
-            if x == none:
-                x = np.uint64(0xFFFFFFFFFFFFFFFE)
-        h -= outgoing[data[i]]
-        ring[i & mask] = x
-        if x <= mval:
-            mpos = i
-            mval = x
-            tested = x == none
-        elif mpos <= i - ww:
-            mpos, mval, dead_until = _rescan(
-                data, ring, i, window, ww, lo, max_period, m, dead_until
-            )
-            tested = True
-        if i >= ww - 1 and mpos != last:
-            if not tested:
-                tested = True
-                q = _period(data, mpos, window, lo, max_period)
-                if q:
-                    ring[mpos & mask] = none
-                    dead_until = max(dead_until, _run_end(data, mpos, window, q, m))
-                    mpos, mval, dead_until = _rescan(
-                        data, ring, i, window, ww, lo, max_period, m, dead_until
-                    )
-            if mpos != last:
-                last = mpos
-                if mval != none:
-                    out[n] = mpos
-                    out_values[n] = mval
-                    n += 1
-    return n
+def _winnow_numpy(data: U8, window: int, ww: int, max_period: int, base: int) -> tuple[I64, U64]:
+    # The exact rule of the module docstring, one whole-array pass per step.
+    values = window_hashes(data, window, base)
+    if max_period:
+        values[degenerate_mask(data, window, max_period)] = NONE
+    picks = sliding_argmin(values, ww)
+    # The rightmost argmin never moves left, so "each start once" is "where it changes".
+    fresh = np.empty(len(picks), dtype=bool)
+    fresh[0] = True
+    np.not_equal(picks[1:], picks[:-1], out=fresh[1:])
+    picks = picks[fresh]
+    kept = values[picks]
+    usable = kept != NONE
+    return picks[usable], kept[usable]
 
 
 def winnow_select(
@@ -336,6 +268,8 @@ def winnow_select(
     winnow_window: int = 511,
     max_period: int = MAX_PERIOD,
     base: int = BASE,
+    *,
+    jit: bool | None = None,
 ) -> tuple[I64, U64]:
     """Winnowing fingerprints of ``data``: ``(starts, values)``, starts ascending.
 
@@ -343,26 +277,20 @@ def winnow_select(
     ``data``, the rightmost non-degenerate window of minimum value is kept;
     each start is reported once. If ``data`` has fewer windows than that, the
     winnowing window shrinks to all of them (one minimum). Values are
-    :func:`sif.core.rolling.window_hashes`. Cost: O(n) time, one numba pass
-    (about 2.7 ns a byte); scratch memory is a ring of ``W`` values plus
-    the output.
+    :func:`sif.core.rolling.window_hashes`. ``jit`` picks the numba kernel
+    (True), numpy (False) or by size (None, :func:`want_jit`); the results
+    are identical. Cost: O(n): numba about 2 ns a byte (plus about 0.6 s to
+    import numba once), scratch a ring of ``W`` values plus the output;
+    numpy about 50-70 ns a byte, scratch about 40 bytes a byte.
     """
     m = len(data) - window + 1
     if m <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
     ww = min(winnow_window, m)
-    # Worst case one start per window (decreasing values); untouched pages cost nothing.
-    out = np.empty(m, dtype=np.int64)
-    out_values = np.empty(m, dtype=np.uint64)
-    top = pow(base, window - 1, 1 << 64)
-    n = _winnow_kernel(
-        np.ascontiguousarray(data),
-        window,
-        ww,
-        max_period,
-        np.uint64(base),
-        np.uint64(top),
-        out,
-        out_values,
-    )
-    return out[:n].copy(), out_values[:n].copy()
+    if jit is None:
+        jit = want_jit(len(data))
+    if not jit:
+        return _winnow_numpy(data, window, ww, max_period, base)
+    from sif.core.kernels import winnow_jit
+
+    return winnow_jit(np.ascontiguousarray(data), window, ww, max_period, base)

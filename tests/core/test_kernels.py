@@ -1,0 +1,123 @@
+"""The numba kernels give exactly what the numpy forms give (winnow, anchors)."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sif.core.anchors import AnchorSet, find_anchors
+from sif.core.sampling import sliding_argmin, winnow_select
+
+
+def arr(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def assert_same_winnow(data: np.ndarray, w: int, ww: int, max_period: int) -> None:
+    s_np, v_np = winnow_select(data, w, ww, max_period, jit=False)
+    s_jit, v_jit = winnow_select(data, w, ww, max_period, jit=True)
+    assert np.array_equal(s_np, s_jit)
+    assert np.array_equal(v_np, v_jit)
+    assert s_np.dtype == s_jit.dtype and v_np.dtype == v_jit.dtype
+
+
+# Low entropy: repeated 50-byte windows (ties), runs of one byte, short periods, noise.
+def chunk() -> st.SearchStrategy[bytes]:
+    return st.one_of(
+        st.binary(min_size=1, max_size=40),
+        st.builds(lambda c, n: bytes([c]) * n, st.integers(0, 255), st.integers(1, 200)),
+        st.builds(lambda p, n: p * n, st.binary(min_size=1, max_size=9), st.integers(1, 40)),
+        st.lists(st.sampled_from(b"ab \n"), min_size=1, max_size=60).map(bytes),
+    )
+
+
+@st.composite
+def repetitive(draw: st.DrawFn) -> bytes:
+    pool = draw(st.lists(chunk(), min_size=1, max_size=6))
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=60))
+    return b"".join(pool[i] for i in picks)
+
+
+params = (
+    st.sampled_from([4, 8, 50]),
+    st.sampled_from([1, 2, 3, 16, 31, 127, 511]),
+    st.integers(0, 8),
+)
+
+
+@settings(deadline=None, max_examples=200)
+@given(repetitive(), *params)
+def test_winnow_numpy_equals_numba_on_repetitive_bytes(
+    data: bytes, w: int, ww: int, max_period: int
+) -> None:
+    assert_same_winnow(arr(data), w, ww, min(max_period, w // 2))
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.binary(max_size=4000), *params)
+def test_winnow_numpy_equals_numba_on_random_bytes(
+    data: bytes, w: int, ww: int, max_period: int
+) -> None:
+    assert_same_winnow(arr(data), w, ww, min(max_period, w // 2))
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.binary(max_size=120), *params)
+def test_winnow_numpy_equals_numba_on_short_inputs(
+    data: bytes, w: int, ww: int, max_period: int
+) -> None:
+    # Fewer windows than W: one winnowing window of all of them; none at all below w bytes.
+    assert_same_winnow(arr(data), w, ww, min(max_period, w // 2))
+
+
+def test_winnow_numpy_equals_numba_on_runs_and_ties() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n = int(rng.integers(1, 6000))
+        alphabet = int(rng.choice([1, 2, 3, 256]))
+        data = rng.integers(0, alphabet, n, dtype=np.uint8)
+        runs = rng.integers(0, n, 5)
+        for r in runs:  # long runs of one byte inside
+            data[r : r + int(rng.integers(50, 700))] = rng.integers(0, 256)
+        assert_same_winnow(data, 50, int(rng.choice([1, 7, 511])), int(rng.integers(0, 9)))
+
+
+def test_winnow_numpy_equals_numba_on_the_stdlib() -> None:
+    # Real text: a quarter of the standard library's .py files, about 8 MB.
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts)
+    assert len(files) > 400
+    for path in files[::4]:
+        assert_same_winnow(arr(path.read_bytes()), 50, 511, 8)
+
+
+def naive_sliding_argmin(values: np.ndarray, ww: int) -> list[int]:
+    return [
+        max(j for j in range(s, s + ww) if values[j] == values[s : s + ww].min())
+        for s in range(len(values) - ww + 1)
+    ]
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=60), st.integers(1, 70))
+def test_sliding_argmin_is_the_rightmost_minimum(values: list[int], ww: int) -> None:
+    v = np.array(values, dtype=np.uint64)
+    ww = min(ww, len(v))
+    assert sliding_argmin(v, ww).tolist() == naive_sliding_argmin(v, ww)
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    st.lists(st.sampled_from(b"abc d"), max_size=3000).map(bytes),
+    st.lists(st.lists(st.sampled_from(b"abc d"), min_size=3, max_size=3), min_size=1, max_size=6),
+)
+def test_find_anchors_numpy_equals_numba(data: bytes, grams: list[list[int]]) -> None:
+    anchors = AnchorSet(tuple(sorted({bytes(g) for g in grams})), 3, 0.01)
+    got = find_anchors(arr(data), anchors, jit=False)
+    assert np.array_equal(got, find_anchors(arr(data), anchors, jit=True))
+    expected = [i for i in range(len(data) - 2) if data[i : i + 3] in anchors.anchors]
+    assert got.tolist() == expected
