@@ -181,3 +181,115 @@ def _query_record(q: Any, m: Any) -> dict[str, Any]:
         "containment_file_in_query": round(m.file_in_query, 4),
         "exact": m.exact,
     }
+
+
+# --- sif similar --------------------------------------------------------------------
+
+SIMILAR_FORMATS = ("text", "json", "csv")
+
+_SIMILAR_FIELDS = [
+    "a",
+    "b",
+    "size_a",
+    "size_b",
+    "kind",
+    "score",
+    "containment_a_in_b",
+    "containment_b_in_a",
+    "jaccard",
+    "shared",
+    "fingerprints_a",
+    "fingerprints_b",
+    "percent_a_in_b",
+    "percent_b_in_a",
+    "exact_a_in_b",
+    "exact_b_in_a",
+    "identical",
+]
+
+
+def write_similar(result: Any, out: BinaryIO, fmt: str) -> None:
+    """Write a :class:`sif.similar.SimilarResult` to ``out`` in ``fmt`` (:data:`SIMILAR_FORMATS`).
+
+    ``text`` follows the paper's Figure 3: a header with the minimum
+    similarity, then per group an ``R`` line (``R100``, the reference's path
+    and size) and one line per member: the paper's percentage (multiplicity,
+    taken from the smaller file towards the larger; it can exceed 100), path,
+    size, and ``(exact copy)`` for identical content; a blank line between
+    groups. With interesting sets, each set's lines give each member's least
+    score with the others. ``json`` and ``csv`` give one record per pair
+    (with sets, ``json`` gives one set per line).
+    """
+    opts = result.options
+    if fmt == "text":
+        if result.options.sets is None:
+            out.write(
+                b"The following groups of files are similar. "
+                + f"Minimum similarity = {opts.threshold:g}%\n".encode()
+            )
+            for g in result.groups:
+                r = g.reference
+                out.write(f"\nR100 {display_path(r.path)} {r.size}\n".encode())
+                for m in g.members:
+                    mark = "  (exact copy)" if m.identical else ""
+                    line = f"{m.percent:4.0f} {display_path(m.file.path)} {m.file.size}{mark}\n"
+                    out.write(line.encode())
+        else:
+            what = "pairwise similar" if opts.sets == "cliques" else "connected by similarity"
+            out.write(
+                f"The following sets of files are {what}. "
+                f"Minimum similarity = {opts.threshold:g}%\n".encode()
+            )
+            for s in result.sets:
+                out.write(b"\n")
+                for f, least in zip(s.files, s.least, strict=True):
+                    out.write(f"{least:4.0f} {display_path(f.path)} {f.size}\n".encode())
+    elif fmt == "json":
+        if opts.sets is not None:
+            for s in result.sets:
+                record = {
+                    "set": opts.sets,
+                    "paths": [f.path for f in s.files],
+                    "sizes": [f.size for f in s.files],
+                    "least_score": [round(x, 2) for x in s.least],
+                }
+                out.write(json_line(record))
+        else:
+            for p in result.pairs:
+                out.write(json_line(_similar_record(p)))
+    elif fmt == "csv":
+        text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
+        w = csv.DictWriter(text, fieldnames=_SIMILAR_FIELDS)
+        w.writeheader()
+        for p in result.pairs:
+            w.writerow(_similar_record(p))
+        text.flush()
+        text.detach()
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+    out.flush()
+
+
+def _similar_record(p: Any) -> dict[str, Any]:
+    def r4(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    return {
+        "a": p.a.path,
+        "b": p.b.path,
+        "size_a": p.a.size,
+        "size_b": p.b.size,
+        "kind": p.a.kind,
+        "score": round(p.score, 2),
+        "containment_a_in_b": r4(p.a_in_b),
+        "containment_b_in_a": r4(p.b_in_a),
+        "jaccard": r4(p.jaccard),
+        "shared": p.shared,
+        "fingerprints_a": p.a.n_distinct,
+        "fingerprints_b": p.b.n_distinct,
+        "percent_a_in_b": round(p.percent_a_in_b, 2),
+        "percent_b_in_a": round(p.percent_b_in_a, 2),
+        "exact_a_in_b": r4(p.exact_a_in_b),
+        "exact_b_in_a": r4(p.exact_b_in_a),
+        "identical": p.identical,
+    }

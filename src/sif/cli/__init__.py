@@ -20,6 +20,7 @@ COMMANDS = {
     "fuzzysum": "sif.cli.fuzzysum:fuzzysum",
     "index": "sif.cli.index:index",
     "query": "sif.cli.query:query",
+    "similar": "sif.cli.similar:similar",
 }
 """Command name -> ``module:attribute`` of its click command."""
 

@@ -1,0 +1,184 @@
+"""``sif similar``: all groups of similar files under PATHS (all-against-all)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from sif.cli.common import (
+    EXIT_OK,
+    EXIT_WARNINGS,
+    WarningCounter,
+    collect_roots,
+    fail_cleanly,
+    format_option,
+    make_progress,
+    quiet_option,
+    walk_options,
+)
+from sif.cli.index_options import fingerprint_options, index_option, params_from_options
+from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option(
+    "-t",
+    "--threshold",
+    type=click.FloatRange(0, 100),
+    default=25.0,
+    show_default=True,
+    help="Least similarity, in percent: how much of the smaller file the larger holds.",
+)
+@click.option(
+    "--max-df",
+    type=click.IntRange(2),
+    default=DEFAULT_MAX_DF,
+    show_default=True,
+    help="Stop-fingerprints: a fingerprint in more files than this creates no pairs.",
+)
+@click.option(
+    "--min-shared",
+    type=click.IntRange(1),
+    default=DEFAULT_MIN_SHARED,
+    show_default=True,
+    help="Least number of distinct shared fingerprints (the paper: 5-10 for strong evidence).",
+)
+@click.option(
+    "--size-ratio",
+    type=click.FloatRange(1),
+    help="Skip pairs whose sizes differ by more than this factor.",
+)
+@click.option("--same-suffix", is_flag=True, help="Pair only files with the same suffix.")
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Score candidate pairs exactly over all their windows (reads them again).",
+)
+@click.option(
+    "--sets",
+    type=click.Choice(["cliques", "components"]),
+    help="Interesting sets instead of groups: pairwise-similar cliques, or components.",
+)
+@click.option(
+    "--memory-limit",
+    default=DEFAULT_MEMORY_LIMIT,
+    show_default=True,
+    help="DuckDB's memory for the collation; it spills to disk beyond.",
+)
+@index_option
+@fingerprint_options
+@click.option(
+    "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
+)
+@walk_options
+@format_option("text", "json", "csv")
+@quiet_option
+@fail_cleanly
+def similar(
+    paths: tuple[str, ...],
+    threshold: float,
+    max_df: int,
+    min_shared: int,
+    size_ratio: float | None,
+    same_suffix: bool,
+    exact: bool,
+    sets: str | None,
+    memory_limit: str,
+    index: str | None,
+    scheme: str | None,
+    anchors_file: str | None,
+    window: int | None,
+    k: int | None,
+    min_fingerprints: int | None,
+    jobs: int | None,
+    from_file: Any,
+    null: bool,
+    fmt: str,
+    quiet: bool,
+    **filters: Any,
+) -> None:
+    """All groups of similar files under PATHS (the paper's section 4).
+
+    Fingerprints come through the index (a second run reads only changed
+    files); the collated pair counts are kept in it, so a new threshold or
+    filter right after a run opens no file. Files of different kinds (text,
+    binary) are never compared. The score compared with -t is the estimated
+    share of the smaller file held by the larger; the text report shows the
+    paper's percentage beside each file (it can exceed 100).
+
+    Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
+    """
+    from sif.errors import SifError
+    from sif.index import default_index_path, open_reader
+    from sif.report import human_size, write_similar
+    from sif.similar import SimilarOptions, find_similar
+    from sif.walk import WalkOptions
+
+    roots = collect_roots(paths, from_file, null)
+    filters["include"] = tuple(filters["include"])
+    filters["exclude"] = tuple(filters["exclude"])
+    walk = WalkOptions(**filters)
+    options = SimilarOptions(
+        threshold=threshold,
+        max_df=max_df,
+        min_shared=min_shared,
+        size_ratio=size_ratio,
+        same_suffix=same_suffix,
+        exact=exact,
+        sets=sets,
+    )
+    params, anchors = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
+    location = index or default_index_path()
+    if params is None:
+        try:  # the parameters of the index's last run, as 'sif index' does
+            reader = open_reader(location)
+            last = reader.parameter_sets()[0]
+            anchors = reader.anchors(last)
+            # A parameter set may carry a content normalisation beside the parameters.
+            params = getattr(last, "params", last)
+            reader.close()
+        except (SifError, IndexError):
+            params, anchors = None, None
+    warnings = WarningCounter(quiet)
+    progress = make_progress(quiet)
+    try:
+        result = find_similar(
+            roots,
+            location,
+            params,
+            anchors,
+            options=options,
+            walk=walk,
+            jobs=jobs,
+            memory_limit=memory_limit,
+            on_warning=warnings,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    out = sys.stdout.buffer
+    write_similar(result, out, fmt)
+    s = result.stats
+    if not quiet:
+        idx = s.index
+        read = f"{idx.files_read:,} files read ({human_size(idx.bytes_read)})" if idx else ""
+        how = "reused stored pairs" if s.reused else f"{s.fingerprints:,} fingerprints collated"
+        exact_note = (
+            f"; {s.exact_pairs:,} pairs scored exactly ({s.exact_files_read:,} files, "
+            f"{human_size(s.exact_bytes_read)} read, {s.seconds_exact:.2f} s)"
+            if options.exact
+            else ""
+        )
+        made = f"{len(result.sets):,} sets" if sets else f"{len(result.groups):,} groups"
+        click.echo(
+            f"sif: {s.files:,} files, {read}; {how}, {s.stopped:,} stop-fingerprints "
+            f"(in more than {max_df} files); {s.pairs_collated:,} pairs sharing fingerprints, "
+            f"{s.pairs:,} similar, {made}{exact_note}; {warnings.count} warnings, "
+            f"{s.seconds:.2f} s; index {location}",
+            err=True,
+        )
+    sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)

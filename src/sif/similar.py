@@ -1,0 +1,943 @@
+"""All-against-all (Manber, section 4): every group of similar files under some trees.
+
+The pipeline, each stage feeding the next:
+
+1. **Fingerprints through the index.** :func:`sif.index.build_index` brings
+   the index up to date with the trees (a second run reads only changed
+   files); the files in scope are the indexed files under the roots.
+2. **Collation** (:data:`COLLATE_SQL`, one DuckDB statement). As the paper
+   does it: fingerprints held by more than one file become *sets of files*
+   (Figure 1); identical sets are collapsed into one with a *counter*
+   (Figure 2); each set then adds its counter to every pair of its files.
+   Only files of the same kind (text, binary, and content view once the
+   index records one) are ever paired. A fingerprint held by more than
+   ``max_df`` files is a *stop-fingerprint* (PostScript prologs, licence
+   texts, generated boilerplate, section 2): it creates no pairs. The
+   statement reads a relation ``fp(fp, file_id, grp)`` and is exact on any
+   subset of rows that holds *all* rows of its fingerprints, so it runs as
+   well on one hash partition of the rows (the top bits of the value, as
+   the index's segments bucket them); partial pair counts add up
+   (:func:`collate`). DuckDB works out of core under ``memory_limit``.
+3. **Pair counts kept.** The collated counts go into the index
+   (``similar_runs``, ``similar_pairs``, keyed by the index generation, the
+   roots and ``max_df``), so that a new threshold or filter is the paper's
+   "one more second" of post-processing with no file opened; any change to
+   the index changes its generation and invalidates them.
+4. **Scores and filters** (vectorised over all pairs): containment both
+   ways, Jaccard, the paper's multiplicity percentage; then ``min_shared``,
+   ``size_ratio``, ``same_suffix`` and the threshold on the score, the
+   estimate of max(C(A,B), C(B,A)): how much of the smaller file the larger
+   holds. With ``exact``, pairs from a lower, sampled threshold are scored
+   exactly over all ``w``-byte windows of both files (:func:`exact_containment`).
+5. **Groups** (the paper's first version): each file is a reference with the
+   files similar to it; each distinct set is reported once. Or **interesting
+   sets** (the second version): maximal cliques or connected components
+   (:func:`similar_sets`).
+
+Estimates, not counts of substrings: the containment is the share of the
+smaller file's *distinct* fingerprints that the other holds. Stop-fingerprints
+stay in the denominators, so boilerplate shared by a pair lowers its
+estimate slightly rather than making unrelated files look alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.core.anchors import AnchorSet
+from sif.core.rolling import as_bytes_array, window_hashes
+from sif.errors import ConfigError, IndexError_
+from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.fingerprint import FingerprintParams
+from sif.index.build import IndexStats, build_index
+from sif.index.segments import BUCKET_BITS, Segment
+from sif.walk import WalkOptions
+
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+SETS = ("cliques", "components")
+
+#: Default stop-fingerprint cap: a fingerprint in more than this many files creates no
+#: pairs. Measured (bench/similar.py --df): in /usr/share/doc and in 24 sdists of six
+#: packages, the fingerprints held by more than 60 files are licence texts, PostScript
+#: and generated headers; version histories legitimately repeat a passage in one file
+#: per release and per copy (at most ~40 here). See README for the figures.
+DEFAULT_MAX_DF = 100
+#: Default least number of distinct shared fingerprints. The paper (section 6) wants 5-10
+#: for strong evidence, but a file under 1 KB has 3-4 fingerprints at the default density
+#: (one per 256 bytes), so 5 would never pair small files. Two shared 32-bit values
+#: rule out chance (one chance hit per file at 0.1% for 4 M distinct values; two on the
+#: same pair, about 1e-6), and below that a pair must also pass the threshold.
+DEFAULT_MIN_SHARED = 2
+#: ``exact``: candidates are the pairs whose sampled score reaches this share of the
+#: threshold, with at least one shared fingerprint (the exact score then decides).
+EXACT_CANDIDATE_SHARE = 0.5
+#: ``exact``: bytes of window-hash sets kept in memory between pairs.
+EXACT_CACHE_BYTES = 512 << 20
+#: DuckDB's working memory for the collation; it spills to ``temp_directory`` beyond.
+DEFAULT_MEMORY_LIMIT = "1GB"
+#: Bron-Kerbosch steps allowed per connected component before the greedy cover.
+CLIQUE_BUDGET = 20_000
+
+COLLATE_SQL = """
+WITH
+  -- each (fingerprint, file) once, with its multiplicity (section 3: counted twice if twice)
+  m AS (
+    SELECT fp, file_id AS id, grp, count(*)::UINTEGER AS mult
+    FROM fp GROUP BY fp, file_id, grp
+  ),
+  -- Figure 1: the set of files holding each fingerprint, shared by 2..max_df files;
+  -- the set is named by an order-free signature of its (file, multiplicity) members
+  sets AS (
+    SELECT fp, grp, bit_xor(hash(id, mult)) AS sig, count(*) AS n
+    FROM m GROUP BY fp, grp
+    HAVING count(*) BETWEEN 2 AND $max_df
+  ),
+  -- Figure 2: each distinct set once, with its counter and one fingerprint naming it
+  counted AS (
+    SELECT grp, min(fp) AS rep, count(*)::UINTEGER AS c
+    FROM sets GROUP BY grp, sig, n
+  ),
+  members AS (
+    SELECT m.id, m.mult, counted.rep, counted.grp, counted.c
+    FROM m JOIN counted ON m.fp = counted.rep AND m.grp = counted.grp
+  )
+-- each set adds its counter to every pair of its files
+SELECT x.id AS a, y.id AS b,
+       sum(x.c)::UINTEGER AS shared,
+       sum(x.c * x.mult)::UINTEGER AS hits_a,
+       sum(x.c * y.mult)::UINTEGER AS hits_b
+FROM members x JOIN members y ON x.rep = y.rep AND x.grp = y.grp AND x.id < y.id
+GROUP BY x.id, y.id
+"""
+"""The collation (section 4), over a relation ``fp(fp UINTEGER, file_id UINTEGER,
+grp UTINYINT)`` with parameter ``$max_df``. One row per pair of files (a < b) of the
+same ``grp`` sharing a non-stop fingerprint: ``shared`` distinct fingerprints, and
+``hits_a``/``hits_b``, the rows of each file that hold them (multiplicity). Exact on any
+partition holding all rows of its fingerprints; partial results add up."""
+
+STOPPED_SQL = """
+SELECT count(*) FROM (
+  SELECT fp FROM fp GROUP BY fp, grp HAVING count(DISTINCT file_id) > $max_df
+)
+"""
+
+
+# --- value types ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SimilarOptions:
+    """What ``sif similar`` looks for. Raises :class:`ConfigError` for a bad value.
+
+    - ``threshold``: least score, in percent (the paper's T, default 25);
+    - ``max_df``: stop-fingerprint cap (more files than this: no pairs);
+    - ``min_shared``: least number of distinct shared fingerprints;
+    - ``size_ratio``: skip pairs whose sizes differ more than this many times;
+    - ``same_suffix``: pair only files with the same suffix (``.c``, ``.py``);
+    - ``exact``: score candidate pairs over all their windows (reads them);
+    - ``sets``: ``None`` for the paper's groups, ``"cliques"`` or ``"components"``.
+    """
+
+    threshold: float = 25.0
+    max_df: int = DEFAULT_MAX_DF
+    min_shared: int = DEFAULT_MIN_SHARED
+    size_ratio: float | None = None
+    same_suffix: bool = False
+    exact: bool = False
+    sets: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.threshold <= 100:
+            raise ConfigError(f"threshold must be in 0..100, got {self.threshold}")
+        if self.max_df < 2:
+            raise ConfigError(f"--max-df must be at least 2, got {self.max_df}")
+        if self.min_shared < 1:
+            raise ConfigError(f"--min-shared must be at least 1, got {self.min_shared}")
+        if self.size_ratio is not None and self.size_ratio < 1:
+            raise ConfigError(f"--size-ratio must be at least 1, got {self.size_ratio}")
+        if self.sets is not None and self.sets not in SETS:
+            raise ConfigError(f"unknown --sets {self.sets!r} (choose from {', '.join(SETS)})")
+
+
+@dataclass(frozen=True)
+class SimilarFile:
+    """A file of the scope, as the index holds it."""
+
+    id: int
+    path: str
+    size: int
+    kind: str
+    n_fp: int
+    n_distinct: int
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class SimilarPair:
+    """Two similar files (``a`` before ``b`` by path). Shares are fractions in [0, 1].
+
+    ``a_in_b``/``b_in_a``: the estimated containment, shared distinct
+    fingerprints over each file's distinct fingerprints; ``jaccard`` the
+    estimated resemblance; ``percent_a_in_b``/``percent_b_in_a``: the paper's
+    percentage, the rows of the other file holding the shared fingerprints
+    over the file's fingerprints (multiplicity: it can exceed 100);
+    ``exact_a_in_b``/``exact_b_in_a``: with ``exact``, C(A,B) and C(B,A) over
+    all windows, else ``None``.
+    """
+
+    a: SimilarFile
+    b: SimilarFile
+    shared: int
+    a_in_b: float
+    b_in_a: float
+    jaccard: float
+    percent_a_in_b: float
+    percent_b_in_a: float
+    exact_a_in_b: float | None = None
+    exact_b_in_a: float | None = None
+
+    @property
+    def score(self) -> float:
+        """max(C(A,B), C(B,A)) in percent: exact when known, else the estimate."""
+        if self.exact_a_in_b is not None and self.exact_b_in_a is not None:
+            return 100.0 * max(self.exact_a_in_b, self.exact_b_in_a)
+        return 100.0 * max(self.a_in_b, self.b_in_a)
+
+    @property
+    def identical(self) -> bool:
+        """Same size and BLAKE3 digest: exact copies."""
+        return self.a.size == self.b.size and self.a.digest == self.b.digest
+
+    def other(self, f: SimilarFile) -> SimilarFile:
+        return self.b if f.id == self.a.id else self.a
+
+    def percent_for(self, f: SimilarFile) -> float:
+        """The paper's percentage shown beside ``f``'s partner in ``f``'s group.
+
+        It is taken in the direction of the score: the share of the
+        fingerprints of the file more contained in the other (the smaller).
+        """
+        if self.a_in_b >= self.b_in_a:
+            return self.percent_a_in_b
+        return self.percent_b_in_a
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A file similar to a group's reference, with the figures shown beside it."""
+
+    file: SimilarFile
+    percent: float
+    score: float
+    identical: bool
+
+
+@dataclass(frozen=True)
+class SimilarGroup:
+    """A reference file (``R`` in Figure 3) and the files similar to it, best first."""
+
+    reference: SimilarFile
+    members: tuple[GroupMember, ...]
+
+
+@dataclass(frozen=True)
+class SimilarSet:
+    """An interesting set: a clique or component, with each file's least pairwise score."""
+
+    files: tuple[SimilarFile, ...]
+    least: tuple[float, ...]
+
+
+@dataclass
+class SimilarStats:
+    """What a run did, for the summary."""
+
+    files: int = 0
+    fingerprints: int = 0
+    stopped: int = 0
+    pairs_collated: int = 0
+    pairs: int = 0
+    reused: bool = False
+    exact_pairs: int = 0
+    exact_files_read: int = 0
+    exact_bytes_read: int = 0
+    index: IndexStats | None = None
+    seconds_index: float = 0.0
+    seconds_collate: float = 0.0
+    seconds_exact: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SimilarResult:
+    """Pairs above the threshold (best first), the groups or sets, and the figures."""
+
+    options: SimilarOptions
+    pairs: tuple[SimilarPair, ...]
+    groups: tuple[SimilarGroup, ...]
+    sets: tuple[SimilarSet, ...]
+    stats: SimilarStats = field(compare=False)
+
+
+# --- collation --------------------------------------------------------------------
+
+
+def collate(
+    con: Any,
+    values: U32,
+    file_ids: U32,
+    groups: npt.NDArray[np.uint8],
+    max_df: int,
+    partitions: int = 1,
+) -> tuple[dict[str, npt.NDArray[Any]], int]:
+    """Pair counts of the rows (``values``, ``file_ids``, ``groups``): :data:`COLLATE_SQL`.
+
+    Returns the columns ``a``, ``b``, ``shared``, ``hits_a``, ``hits_b`` (``a < b``,
+    sorted) and the number of stop-fingerprints. With ``partitions > 1`` the rows
+    are split by the top bits of the value (a hash partition: each fingerprint's
+    rows land in one part), the same statement runs on each part and the partial
+    counts are summed, which is how a cluster runs it. ``con`` is a DuckDB
+    connection (its memory limit and temporary directory apply). Cost: a few
+    hash aggregations and one join over the rows, then one per distinct set.
+    """
+    parts: list[dict[str, npt.NDArray[Any]]] = []
+    stopped = 0
+    if partitions < 1:
+        raise ConfigError("partitions must be at least 1")
+    bits = max(0, min(BUCKET_BITS, math.ceil(math.log2(partitions)))) if partitions > 1 else 0
+    top = (values >> np.uint32(32 - bits)).astype(np.int64) if bits else None
+    for part in range(partitions):
+        if top is None:
+            sel: slice | npt.NDArray[np.bool_] = slice(None)
+        else:
+            sel = (top * partitions >> bits) == part
+        rel = {"fp": values[sel], "file_id": file_ids[sel], "grp": groups[sel]}
+        con.register("fp", rel)
+        try:
+            parts.append(con.execute(COLLATE_SQL, {"max_df": max_df}).fetchnumpy())
+            stopped += int(con.execute(STOPPED_SQL, {"max_df": max_df}).fetchall()[0][0])
+        finally:
+            con.unregister("fp")
+    cols = {
+        k: np.concatenate([np.asarray(p[k], dtype=np.uint32) for p in parts])
+        for k in ("a", "b", "shared", "hits_a", "hits_b")
+    }
+    key = (cols["a"].astype(np.uint64) << np.uint64(32)) | cols["b"].astype(np.uint64)
+    if len(parts) > 1:  # partial counts of one pair in several parts add up
+        uniq, inv = np.unique(key, return_inverse=True)
+        out = {
+            "a": (uniq >> np.uint64(32)).astype(np.uint32),
+            "b": (uniq & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+        }
+        for k in ("shared", "hits_a", "hits_b"):
+            out[k] = np.bincount(inv, weights=cols[k], minlength=len(uniq)).astype(np.uint32)
+        return out, stopped
+    order = np.argsort(key, kind="stable")
+    return {k: v[order] for k, v in cols.items()}, stopped
+
+
+# --- exact containment over all windows -------------------------------------------
+
+
+def window_set(data: bytes | memoryview | npt.NDArray[np.uint8], window: int) -> U64:
+    """S(X): the distinct 64-bit hashes of every ``window``-byte substring, sorted.
+
+    Cost: O(n log n) for n bytes (a hash per window, then a sort); 8 bytes a window.
+    """
+    arr = as_bytes_array(data)
+    if len(arr) < window:
+        return np.empty(0, dtype=np.uint64)
+    return np.unique(window_hashes(arr, window))
+
+
+def exact_containment(sa: U64, sb: U64) -> tuple[float, float]:
+    """(C(A,B), C(B,A)) = |S(A) ∩ S(B)| / |S(A)|, / |S(B)|, from sorted distinct sets."""
+    if len(sa) == 0 or len(sb) == 0:
+        return 0.0, 0.0
+    inter = len(np.intersect1d(sa, sb, assume_unique=True))
+    return inter / len(sa), inter / len(sb)
+
+
+class _WindowSets:
+    """Window sets of files, computed on demand and kept under a byte budget (LRU)."""
+
+    def __init__(self, window: int, budget: int, on_warning: WarningSink) -> None:
+        self.window = window
+        self.budget = budget
+        self.on_warning = on_warning
+        self.cache: OrderedDict[int, U64 | None] = OrderedDict()
+        self.held = 0
+        self.files_read = 0
+        self.bytes_read = 0
+
+    def get(self, f: SimilarFile) -> U64 | None:
+        if f.id in self.cache:
+            self.cache.move_to_end(f.id)
+            return self.cache[f.id]
+        try:
+            with open(f.path, "rb", buffering=0) as fh:
+                data = fh.readall()
+        except OSError as exc:
+            self.on_warning(ScanWarning(f.path, exc.strerror or str(exc)))
+            s = None
+        else:
+            self.files_read += 1
+            self.bytes_read += len(data)
+            s = window_set(data, self.window)
+        self.cache[f.id] = s
+        self.held += 0 if s is None else s.nbytes
+        while self.held > self.budget and len(self.cache) > 1:
+            _, old = self.cache.popitem(last=False)
+            self.held -= 0 if old is None else old.nbytes
+        return s
+
+
+# --- interesting sets -------------------------------------------------------------
+
+
+def _components(nodes: Sequence[int], adj: dict[int, set[int]]) -> list[list[int]]:
+    seen: set[int] = set()
+    out: list[list[int]] = []
+    for n in nodes:
+        if n in seen:
+            continue
+        comp, stack = [], [n]
+        seen.add(n)
+        while stack:
+            x = stack.pop()
+            comp.append(x)
+            for y in adj[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        out.append(sorted(comp))
+    return out
+
+
+def _cliques(comp: list[int], adj: dict[int, set[int]], budget: int) -> list[frozenset[int]]:
+    """Maximal cliques of one component: Bron-Kerbosch with pivoting, then greedy.
+
+    Listing all maximal cliques is exponential in the worst case (and the
+    paper's "interesting sets" problem is NP-complete), so the search stops
+    after ``budget`` steps; the vertices it has not yet covered are then
+    covered greedily: from the highest-degree uncovered vertex, add the
+    neighbour with most neighbours in the clique so far, until none is
+    adjacent to all; every set so found is maximal, but some maximal sets
+    may be missed.
+    """
+    found: list[frozenset[int]] = []
+    steps = 0
+
+    def bk(r: set[int], p: set[int], x: set[int]) -> bool:
+        nonlocal steps
+        steps += 1
+        if steps > budget:
+            return False
+        if not p and not x:
+            found.append(frozenset(r))
+            return True
+        pivot = max(p | x, key=lambda u: len(adj[u] & p))
+        for v in list(p - adj[pivot]):
+            if not bk(r | {v}, p & adj[v], x & adj[v]):
+                return False
+            p.discard(v)
+            x.add(v)
+        return True
+
+    if bk(set(), set(comp), set()):
+        return found
+    covered = set().union(*found) if found else set()
+    for v in sorted(comp, key=lambda u: (-len(adj[u]), u)):
+        if v in covered:
+            continue
+        clique = {v}
+        cand = set(adj[v])
+        while cand:
+            best = max(sorted(cand), key=lambda u: len(adj[u] & cand))
+            clique.add(best)
+            cand &= adj[best]
+        found.append(frozenset(clique))
+        covered |= clique
+    return list(dict.fromkeys(found))
+
+
+def similar_sets(pairs: Sequence[SimilarPair], kind: str) -> list[SimilarSet]:
+    """The paper's "interesting sets" (section 4, second version) from the kept pairs.
+
+    ``kind="cliques"``: maximal sets whose members are pairwise similar (each
+    pair above the threshold), see :func:`_cliques` for the bounded search;
+    ``"components"``: connected components of the similarity graph (any
+    chain of similar pairs). Each set lists, for each file, its least score
+    with the other members (for a component, with its neighbours in it).
+    Sorted by size, then path. Cost: O(pairs) for components; bounded per
+    component for cliques.
+    """
+    if kind not in SETS:
+        raise ConfigError(f"unknown sets {kind!r} (choose from {', '.join(SETS)})")
+    adj: dict[int, set[int]] = {}
+    files: dict[int, SimilarFile] = {}
+    score: dict[tuple[int, int], float] = {}
+    for p in pairs:
+        adj.setdefault(p.a.id, set()).add(p.b.id)
+        adj.setdefault(p.b.id, set()).add(p.a.id)
+        files[p.a.id], files[p.b.id] = p.a, p.b
+        score[(p.a.id, p.b.id)] = score[(p.b.id, p.a.id)] = p.score
+    nodes = sorted(adj, key=lambda i: files[i].path)
+    comps = _components(nodes, adj)
+    groups: list[frozenset[int]] = []
+    for comp in comps:
+        if kind == "components":
+            groups.append(frozenset(comp))
+        else:
+            groups.extend(_cliques(comp, adj, CLIQUE_BUDGET))
+    out: list[SimilarSet] = []
+    for g in groups:
+        members = sorted(g, key=lambda i: files[i].path)
+        least = tuple(
+            min(score[(i, j)] for j in members if j != i and (i, j) in score) for i in members
+        )
+        out.append(SimilarSet(tuple(files[i] for i in members), least))
+    out.sort(key=lambda s: (-len(s.files), s.files[0].path))
+    return out
+
+
+# --- groups (section 4, first version) --------------------------------------------
+
+
+def similar_groups(pairs: Sequence[SimilarPair]) -> list[SimilarGroup]:
+    """Each file as a reference with the files similar to it; each distinct set once.
+
+    As the paper: references in turn (here by path), members best first
+    (score, then path); a group whose set of files (reference included) was
+    already reported is skipped, since the percentages would differ only
+    slightly. Cost: O(pairs log pairs).
+    """
+    by_file: dict[int, list[SimilarPair]] = {}
+    files: dict[int, SimilarFile] = {}
+    for p in pairs:
+        by_file.setdefault(p.a.id, []).append(p)
+        by_file.setdefault(p.b.id, []).append(p)
+        files[p.a.id], files[p.b.id] = p.a, p.b
+    seen: set[frozenset[int]] = set()
+    out: list[SimilarGroup] = []
+    for fid in sorted(by_file, key=lambda i: files[i].path):
+        ref = files[fid]
+        members = [
+            GroupMember(p.other(ref), p.percent_for(ref), p.score, p.identical)
+            for p in by_file[fid]
+        ]
+        key = frozenset([fid, *(m.file.id for m in members)])
+        if key in seen:
+            continue
+        seen.add(key)
+        members.sort(key=lambda m: (-m.score, m.file.path))
+        out.append(SimilarGroup(ref, tuple(members)))
+    return out
+
+
+# --- the driver -------------------------------------------------------------------
+
+
+def _under(path: bytes, roots: Sequence[bytes]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(b"/") + b"/") for r in roots)
+
+
+def _scope(con: Any, pid: int, roots: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
+    """The indexed files under ``roots`` (params ``pid``), sorted by id, with a group code."""
+    cols_avail = {r[1] for r in con.execute("PRAGMA table_info('files')").fetchall()}
+    # Files of another kind (and, once recorded, content view) are never compared.
+    view = ", coalesce(CAST(view AS VARCHAR), '')" if "view" in cols_avail else ", ''"
+    cols = con.execute(
+        "SELECT id, path, size, kind, n_fp, n_distinct, digest"
+        + view
+        + " AS view FROM files WHERE params_id = ? ORDER BY id",
+        [pid],
+    ).fetchnumpy()
+    broots = [os.fsencode(os.path.abspath(r)) for r in roots]
+    keep = np.array([_under(bytes(p), broots) for p in cols["path"]], dtype=bool)
+    out = {k: np.asarray(v)[keep] if len(keep) else np.asarray(v) for k, v in cols.items()}
+    labels = [f"{k}\0{v}" for k, v in zip(out["kind"], out["view"], strict=True)]
+    names = sorted(set(labels))
+    if len(names) > 255:
+        raise IndexError_("more than 255 kinds and views of files in one run")
+    code = {n: i for i, n in enumerate(names)}
+    out["grp"] = np.array([code[x] for x in labels], dtype=np.uint8)
+    return out
+
+
+def _rows(
+    root: str, con: Any, pid: int, ids: U32, grp: npt.NDArray[np.uint8]
+) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
+    """Every fingerprint row of the files ``ids`` (sorted): (value, file id, group)."""
+    names = [
+        r[0]
+        for r in con.execute(
+            "SELECT name FROM segments WHERE params_id = ? ORDER BY id", [pid]
+        ).fetchall()
+    ]
+    vparts, iparts = [], []
+    for name in names:
+        seg = Segment(os.path.join(root, "segments", name))
+        try:
+            values, fids = seg.all_rows()
+        finally:
+            seg.close()
+        pos = np.searchsorted(ids, fids)
+        pos = np.minimum(pos, max(len(ids) - 1, 0))
+        keep = ids[pos] == fids if len(ids) else np.zeros(len(fids), dtype=bool)
+        vparts.append(values[keep])
+        iparts.append(fids[keep])
+    values = np.concatenate(vparts) if vparts else np.empty(0, np.uint32)
+    fids = np.concatenate(iparts) if iparts else np.empty(0, np.uint32)
+    groups: npt.NDArray[np.uint8] = grp[np.searchsorted(ids, fids)] if len(ids) else grp[:0]
+    return values, fids, groups
+
+
+def _params_id(store: Any, con: Any, params: Any) -> int | None:
+    """The catalog's id of the parameter set ``build_index`` just used, if any."""
+    find = getattr(store, "_find_params", None)
+    if find is not None:  # parameter sets with a content normalisation (schema 3)
+        from sif.index.store import param_set  # type: ignore[attr-defined,unused-ignore]
+
+        pid = find(param_set(params))
+        return None if pid is None else int(pid)
+    rows = con.execute("SELECT id FROM params WHERE key = ?", [params.key()]).fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def _meta(con: Any, key: str) -> str:
+    rows = con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchall()
+    return str(rows[0][0]) if rows else ""
+
+
+def _run_key(pid: int, generation: str, roots: Sequence[str], max_df: int) -> str:
+    return json.dumps(
+        {
+            "params": pid,
+            "generation": generation,
+            "roots": sorted(os.path.abspath(r) for r in roots),
+            "max_df": max_df,
+        },
+        sort_keys=True,
+    )
+
+
+PAIR_COLUMNS = ("a", "b", "shared", "hits_a", "hits_b")
+
+
+def _load_pairs(con: Any, key: str) -> tuple[dict[str, npt.NDArray[Any]], int] | None:
+    """The pair counts stored for ``key``, or ``None`` (none, or stale)."""
+    rows = con.execute("SELECT stopped FROM similar_runs WHERE run_key = ?", [key]).fetchall()
+    if not rows:
+        return None
+    row = rows[0]
+    cols = con.execute(
+        "SELECT a, b, shared, hits_a, hits_b, exact_ab, exact_ba FROM similar_pairs ORDER BY a, b"
+    ).fetchnumpy()
+    out = {k: np.asarray(cols[k], dtype=np.uint32) for k in PAIR_COLUMNS}
+    for k in ("exact_ab", "exact_ba"):
+        v = cols[k]
+        out[k] = np.asarray(v.filled(np.nan) if hasattr(v, "filled") else v, dtype=np.float64)
+    return out, int(row[0])
+
+
+def _store_pairs(con: Any, key: str, cols: dict[str, npt.NDArray[Any]], stopped: int) -> None:
+    """Replace the stored pair counts by ``cols`` (one transaction)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM similar_pairs")
+        con.execute("DELETE FROM similar_runs")
+        con.register("sif_pairs", {k: cols[k] for k in (*PAIR_COLUMNS, "exact_ab", "exact_ba")})
+        con.execute(
+            "INSERT INTO similar_pairs SELECT a, b, shared, hits_a, hits_b, "
+            "CAST(CASE WHEN isnan(exact_ab) THEN NULL ELSE exact_ab END AS DOUBLE), "
+            "CAST(CASE WHEN isnan(exact_ba) THEN NULL ELSE exact_ba END AS DOUBLE) FROM sif_pairs"
+        )
+        con.unregister("sif_pairs")
+        con.execute(
+            "INSERT INTO similar_runs VALUES (?, ?, ?, current_timestamp)",
+            [key, stopped, len(cols["a"])],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def find_similar(
+    roots: Iterable[str | os.PathLike[str]],
+    index: str | os.PathLike[str] | None = None,
+    params: FingerprintParams | None = None,
+    anchors: AnchorSet | None = None,
+    *,
+    options: SimilarOptions | None = None,
+    walk: WalkOptions | None = None,
+    jobs: int | None = None,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    partitions: int = 1,
+    on_warning: WarningSink = ignore_warning,
+    progress: Progress | None = None,
+) -> SimilarResult:
+    """All groups of similar files under ``roots`` (the paper's section 4).
+
+    Brings the index at ``index`` up to date first (see
+    :func:`sif.index.build_index`: only new and changed files are read), then
+    collates, or reuses the pair counts stored by the last run over the same
+    roots and index state with the same ``max_df`` (then no file under the
+    roots is opened, unless ``exact`` needs a pair it has not scored yet).
+    Raises what :func:`sif.index.open_store` raises (``IndexInUse``,
+    ``IndexCorrupt``) and :class:`ConfigError` for bad options; unreadable
+    files are warnings. Cost: the index update, then the collation, about
+    linear in the fingerprint rows (1 GB of text: ~4 M rows, a few seconds),
+    or, when reused, a read of the stored pairs; with ``exact``, one read and
+    a sort of the windows of each candidate file.
+    """
+    from sif.index import open_store
+    from sif.index.duck import DuckStore
+
+    started = time.perf_counter()
+    options = options or SimilarOptions()
+    progress = progress or NullProgress()
+    params = params or FingerprintParams()
+    root_list = [os.path.abspath(os.fspath(r)) for r in roots]
+    if not root_list:
+        raise ConfigError("no PATH given")
+    stats = SimilarStats()
+    stats.index = build_index(
+        root_list,
+        index,
+        params,
+        anchors,
+        options=walk,
+        jobs=jobs,
+        on_warning=on_warning,
+        progress=progress,
+    )
+    stats.seconds_index = time.perf_counter() - started
+    store = open_store(index)
+    try:
+        if not isinstance(store, DuckStore):  # pragma: no cover - the factory's only type
+            raise IndexError_("sif similar needs the on-disk index")
+        con = store.catalog()
+        found = _params_id(store, con, params)
+        if found is None:
+            return _empty(options, stats, started)
+        pid = found
+        files = _scope(con, pid, root_list)
+        stats.files = len(files["id"])
+        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df)
+        t0 = time.perf_counter()
+        loaded = _load_pairs(con, key)
+        if loaded is not None:
+            cols, stats.stopped = loaded
+            stats.reused = True
+            progress.log(f"reusing {len(cols['a']):,} stored pairs")
+        else:
+            progress.stage("collating", None)
+            tmp = os.path.join(store.root, "tmp")
+            os.makedirs(tmp, exist_ok=True)
+            con.execute(f"SET memory_limit = '{memory_limit}'")
+            con.execute(f"SET temp_directory = '{tmp}'")
+            if jobs:
+                con.execute(f"SET threads = {int(jobs)}")
+            ids = np.asarray(files["id"], dtype=np.uint32)
+            values, fids, grp = _rows(
+                store.root, con, pid, ids, np.asarray(files["grp"], dtype=np.uint8)
+            )
+            stats.fingerprints = len(values)
+            cols, stats.stopped = collate(con, values, fids, grp, options.max_df, partitions)
+            for k in ("exact_ab", "exact_ba"):
+                cols[k] = np.full(len(cols["a"]), np.nan)
+            _store_pairs(con, key, cols, stats.stopped)
+        stats.seconds_collate = time.perf_counter() - t0
+        stats.pairs_collated = len(cols["a"])
+        window = int(getattr(params, "params", params).window)
+        pairs = _score(cols, files, options, window, stats, on_warning, progress)
+        if options.exact and stats.exact_pairs:
+            _save_exact(con, cols)
+    finally:
+        store.close()
+    groups: list[SimilarGroup] = []
+    sets: list[SimilarSet] = []
+    if options.sets is None:
+        groups = similar_groups(pairs)
+    else:
+        sets = similar_sets(pairs, options.sets)
+    stats.pairs = len(pairs)
+    stats.seconds = time.perf_counter() - started
+    return SimilarResult(options, tuple(pairs), tuple(groups), tuple(sets), stats)
+
+
+def _empty(options: SimilarOptions, stats: SimilarStats, started: float) -> SimilarResult:
+    stats.seconds = time.perf_counter() - started
+    return SimilarResult(options, (), (), (), stats)
+
+
+def _save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
+    """Store the exact containments computed this run beside the pair counts."""
+    done = ~np.isnan(cols["exact_ab"])
+    con.register(
+        "sif_exact",
+        {
+            "a": cols["a"][done],
+            "b": cols["b"][done],
+            "ab": cols["exact_ab"][done],
+            "ba": cols["exact_ba"][done],
+        },
+    )
+    con.execute(
+        "UPDATE similar_pairs SET exact_ab = e.ab, exact_ba = e.ba FROM sif_exact e "
+        "WHERE similar_pairs.a = e.a AND similar_pairs.b = e.b"
+    )
+    con.unregister("sif_exact")
+
+
+def _score(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    window: int,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+) -> list[SimilarPair]:
+    """Scores, filters and threshold over all collated pairs (vectorised), then values."""
+    ids = np.asarray(files["id"], dtype=np.uint32)
+    ia = np.searchsorted(ids, cols["a"])
+    ib = np.searchsorted(ids, cols["b"])
+    # A pair whose file left the scope (stored pairs cover exactly the scope: none do).
+    ok = (ia < len(ids)) & (ib < len(ids))
+    ia, ib = np.minimum(ia, len(ids) - 1), np.minimum(ib, len(ids) - 1)
+    ok &= (ids[ia] == cols["a"]) & (ids[ib] == cols["b"])
+    shared = cols["shared"].astype(np.float64)
+    na = np.maximum(files["n_distinct"][ia], 1).astype(np.float64)
+    nb = np.maximum(files["n_distinct"][ib], 1).astype(np.float64)
+    a_in_b = np.minimum(shared / na, 1.0)
+    b_in_a = np.minimum(shared / nb, 1.0)
+    est = 100.0 * np.maximum(a_in_b, b_in_a)
+    size = files["size"].astype(np.float64)
+    if options.size_ratio is not None:
+        sa, sb = size[ia], size[ib]
+        ok &= np.maximum(sa, sb) <= options.size_ratio * np.maximum(np.minimum(sa, sb), 1.0)
+    if options.same_suffix:
+        suffix = np.array(
+            [os.path.splitext(os.fsdecode(bytes(p)))[1] for p in files["path"]], dtype=object
+        )
+        ok &= suffix[ia] == suffix[ib]
+    exact_ab, exact_ba = cols["exact_ab"], cols["exact_ba"]
+    t = options.threshold
+    if options.exact:
+        # Candidates from a lower, sampled threshold; the exact score decides.
+        cand = ok & (est >= EXACT_CANDIDATE_SHARE * t) & (cols["shared"] >= 1)
+        todo = np.flatnonzero(cand & np.isnan(exact_ab))
+        if len(todo):
+            _exact(todo, ia, ib, files, window, cols, stats, on_warning, progress)
+        score = 100.0 * np.maximum(exact_ab, exact_ba)
+        keep = cand & ~np.isnan(score) & (score >= t)
+        # A file that could not be read keeps its sampled score.
+        keep |= cand & np.isnan(score) & (est >= t) & (cols["shared"] >= options.min_shared)
+    else:
+        keep = ok & (est >= t) & (cols["shared"] >= options.min_shared)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        jac = shared / np.maximum(na + nb - shared, 1.0)
+        nfa = np.maximum(files["n_fp"][ia], 1).astype(np.float64)
+        nfb = np.maximum(files["n_fp"][ib], 1).astype(np.float64)
+        pa = 100.0 * cols["hits_b"] / nfa
+        pb = 100.0 * cols["hits_a"] / nfb
+    described: dict[int, SimilarFile] = {}
+
+    def describe(i: int) -> SimilarFile:
+        f = described.get(i)
+        if f is None:
+            f = SimilarFile(
+                id=int(ids[i]),
+                path=os.fsdecode(bytes(files["path"][i])),
+                size=int(files["size"][i]),
+                kind=str(files["kind"][i]),
+                n_fp=int(files["n_fp"][i]),
+                n_distinct=int(files["n_distinct"][i]),
+                digest=bytes(files["digest"][i]),
+            )
+            described[i] = f
+        return f
+
+    out: list[SimilarPair] = []
+    for j in np.flatnonzero(keep):
+        fa, fb = describe(int(ia[j])), describe(int(ib[j]))
+        ex_ab = None if np.isnan(exact_ab[j]) else float(exact_ab[j])
+        ex_ba = None if np.isnan(exact_ba[j]) else float(exact_ba[j])
+        p = SimilarPair(
+            fa,
+            fb,
+            int(cols["shared"][j]),
+            float(a_in_b[j]),
+            float(b_in_a[j]),
+            float(jac[j]),
+            float(pa[j]),
+            float(pb[j]),
+            ex_ab,
+            ex_ba,
+        )
+        if fb.path < fa.path:  # a before b by path, for stable reports
+            p = SimilarPair(
+                fb, fa, p.shared, p.b_in_a, p.a_in_b, p.jaccard, pb[j], pa[j], ex_ba, ex_ab
+            )
+        out.append(p)
+    out.sort(key=lambda p: (-p.score, p.a.path, p.b.path))
+    return out
+
+
+def _exact(
+    todo: I64,
+    ia: I64,
+    ib: I64,
+    files: dict[str, npt.NDArray[Any]],
+    window: int,
+    cols: dict[str, npt.NDArray[Any]],
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+) -> None:
+    """Fill ``cols['exact_ab'/'exact_ba']`` for the pairs ``todo``, reading their files."""
+    t0 = time.perf_counter()
+    sets = _WindowSets(window, EXACT_CACHE_BYTES, on_warning)
+    # Pairs ordered by their first file, so that its window set is computed once.
+    order = todo[np.lexsort((ib[todo], ia[todo]))]
+    progress.stage("exact containment", len(order), unit="pairs")
+
+    def file_at(i: int) -> SimilarFile:
+        return SimilarFile(
+            int(files["id"][i]),
+            os.fsdecode(bytes(files["path"][i])),
+            int(files["size"][i]),
+            str(files["kind"][i]),
+            0,
+            0,
+            b"",
+        )
+
+    for j in order:
+        sa = sets.get(file_at(int(ia[j])))
+        sb = sets.get(file_at(int(ib[j])))
+        progress.advance()
+        if sa is None or sb is None:
+            continue
+        cols["exact_ab"][j], cols["exact_ba"][j] = exact_containment(sa, sb)
+        stats.exact_pairs += 1
+    stats.exact_files_read += sets.files_read
+    stats.exact_bytes_read += sets.bytes_read
+    stats.seconds_exact += time.perf_counter() - t0

@@ -1,0 +1,276 @@
+"""sif similar (all-against-all) on real files in temporary trees."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sif.cli import main
+from sif.similar import (
+    SimilarFile,
+    SimilarOptions,
+    SimilarPair,
+    collate,
+    exact_containment,
+    find_similar,
+    similar_groups,
+    similar_sets,
+    window_set,
+)
+from treeutil import write
+
+STDLIB = sorted(
+    p
+    for p in glob.glob(os.path.join(os.path.dirname(os.__file__), "*.py"))
+    if 20_000 <= os.path.getsize(p) <= 60_000
+)
+LICENCE = Path("/usr/share/common-licenses/GPL-3").read_bytes()[:3000]
+
+
+def module(i: int) -> bytes:
+    """Real, unrelated source files (distinct stdlib modules)."""
+    return Path(STDLIB[i]).read_bytes()
+
+
+def run(tree: Path, index: Path, **opts: object) -> object:
+    options = SimilarOptions(**opts)  # type: ignore[arg-type]
+    return find_similar([tree], index, options=options, jobs=1)
+
+
+def pair_of(result: object, a: str, b: str) -> SimilarPair | None:
+    for p in result.pairs:  # type: ignore[attr-defined]
+        names = {os.path.basename(p.a.path), os.path.basename(p.b.path)}
+        if names == {a, b}:
+            return p
+    return None
+
+
+def test_contained_file_is_found(tmp_path: Path) -> None:
+    small = module(0)[:8000]
+    write(tmp_path / "t/small.py", small)
+    write(tmp_path / "t/large.py", module(1) + small + module(2))
+    write(tmp_path / "t/other.py", module(3))
+    result = run(tmp_path / "t", tmp_path / "idx")
+    p = pair_of(result, "small.py", "large.py")
+    assert p is not None
+    small_in_large = p.a_in_b if p.a.path.endswith("small.py") else p.b_in_a
+    assert small_in_large >= 0.9
+    assert p.score >= 90
+    assert len(result.pairs) == 1  # type: ignore[attr-defined]
+
+
+def test_reorganised_file_with_permuted_blocks(tmp_path: Path) -> None:
+    data = module(4)
+    blocks = [data[i : i + 2000] for i in range(0, len(data), 2000)]
+    random.Random(7).shuffle(blocks)
+    write(tmp_path / "t/orig.py", data)
+    write(tmp_path / "t/moved.py", b"".join(blocks))
+    result = run(tmp_path / "t", tmp_path / "idx", exact=True)
+    p = pair_of(result, "orig.py", "moved.py")
+    assert p is not None
+    assert 100 * max(p.a_in_b, p.b_in_a) >= 80  # the sampled estimate
+    assert p.exact_a_in_b is not None and p.exact_a_in_b >= 0.9  # all windows
+    assert p.score >= 90
+
+
+def test_licence_header_alone_pairs_nothing_once_stopped(tmp_path: Path) -> None:
+    for i in range(5):
+        write(tmp_path / f"t/m{i}.py", LICENCE + module(5 + i)[:6000])
+    # With the header counted, its 3,000 bytes are half of each file: all pairs.
+    loose = run(tmp_path / "t", tmp_path / "idx", max_df=100)
+    assert len(loose.pairs) == 10  # type: ignore[attr-defined]
+    assert loose.stats.stopped == 0  # type: ignore[attr-defined]
+    # In more than 3 files, its fingerprints are stop-fingerprints: no pair.
+    strict = run(tmp_path / "t", tmp_path / "idx", max_df=3)
+    assert strict.pairs == ()  # type: ignore[attr-defined]
+    assert strict.stats.stopped >= 5  # type: ignore[attr-defined]
+
+
+def test_kind_size_ratio_and_suffix_filters(tmp_path: Path) -> None:
+    body = module(10)
+    write(tmp_path / "t/a.py", body)
+    write(tmp_path / "t/b.txt", body[:20000])
+    write(tmp_path / "t/bin.dat", b"\0\1\2\3" * 100 + body)  # binary: never compared to text
+    result = run(tmp_path / "t", tmp_path / "idx")
+    assert pair_of(result, "a.py", "b.txt") is not None
+    assert pair_of(result, "a.py", "bin.dat") is None
+    assert pair_of(result, "b.txt", "bin.dat") is None
+    assert run(tmp_path / "t", tmp_path / "idx", same_suffix=True).pairs == ()  # type: ignore[attr-defined]
+    ratio = len(body) / 20000
+    assert run(tmp_path / "t", tmp_path / "idx", size_ratio=ratio * 0.9).pairs == ()  # type: ignore[attr-defined]
+    assert len(run(tmp_path / "t", tmp_path / "idx", size_ratio=ratio * 1.1).pairs) == 1  # type: ignore[attr-defined]
+
+
+def test_stored_pairs_reused_then_invalidated_by_a_change(tmp_path: Path) -> None:
+    write(tmp_path / "t/a.py", module(11))
+    write(tmp_path / "t/b.py", module(11)[:15000] + module(12)[:15000])
+    first = run(tmp_path / "t", tmp_path / "idx", threshold=25)
+    assert not first.stats.reused and len(first.pairs) == 1  # type: ignore[attr-defined]
+    again = run(tmp_path / "t", tmp_path / "idx", threshold=90)
+    assert again.stats.reused and again.stats.index.files_read == 0  # type: ignore[attr-defined]
+    assert again.pairs == ()  # type: ignore[attr-defined]
+    write(tmp_path / "t/b.py", module(13))  # b changes: the stored pairs are stale
+    changed = run(tmp_path / "t", tmp_path / "idx", threshold=25)
+    assert not changed.stats.reused and changed.pairs == ()  # type: ignore[attr-defined]
+
+
+def test_partial_counts_of_hash_partitions_add_up(tmp_path: Path) -> None:
+    import duckdb
+
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32)
+    values, ids = [], []
+    for f in range(1, 30):  # versions sharing overlapping slices, some repeated twice
+        lo = int(rng.integers(0, 2000))
+        part = base[lo : lo + 800]
+        values += [part, part[:10]]
+        ids += [np.full(len(part) + 10, f, dtype=np.uint32)]
+    v, i = np.concatenate(values), np.concatenate(ids)
+    g = (i % 2).astype(np.uint8)
+    con = duckdb.connect()
+    whole, stopped = collate(con, v, i, g, max_df=20)
+    split, stopped4 = collate(con, v, i, g, max_df=20, partitions=4)
+    assert stopped == stopped4 and len(whole["a"]) > 0
+    for k in whole:
+        assert np.array_equal(whole[k], split[k]), k
+    # Brute force: distinct shared values per pair of the same group, stop-values out.
+    sets = {f: set(v[i == f].tolist()) for f in range(1, 30)}
+    df: dict[int, set[int]] = {}
+    for f, s in sets.items():
+        for x in s:
+            df.setdefault(x, set()).add(f)
+    brute = {}
+    for a in range(1, 30):
+        for b in range(a + 1, 30):
+            if a % 2 != b % 2:
+                continue
+            n = sum(1 for x in sets[a] & sets[b] if len([f for f in df[x] if f % 2 == a % 2]) <= 20)
+            if n:
+                brute[(a, b)] = n
+    got = {
+        (int(a), int(b)): int(s)
+        for a, b, s in zip(whole["a"], whole["b"], whole["shared"], strict=True)
+    }
+    assert got == brute
+
+
+def test_exact_containment_matches_substring_sets() -> None:
+    rng = random.Random(5)
+    a = bytes(rng.choice(b"abcdefgh \n") for _ in range(3000))
+    b = a[500:2000] + bytes(rng.choice(b"abcdefgh \n") for _ in range(1000))
+    sa, sb = window_set(a, 50), window_set(b, 50)
+    subs_a = {a[i : i + 50] for i in range(len(a) - 49)}
+    subs_b = {b[i : i + 50] for i in range(len(b) - 49)}
+    assert len(sa) == len(subs_a) and len(sb) == len(subs_b)
+    ab, ba = exact_containment(sa, sb)
+    inter = len(subs_a & subs_b)
+    assert ab == pytest.approx(inter / len(subs_a)) and ba == pytest.approx(inter / len(subs_b))
+
+
+def _f(i: int) -> SimilarFile:
+    return SimilarFile(i, f"/t/{chr(96 + i)}", 1000 * i, "text", 10, 10, bytes([i]))
+
+
+def _p(x: int, y: int, share: float) -> SimilarPair:
+    return SimilarPair(_f(x), _f(y), 5, share, share, share, 100 * share, 100 * share)
+
+
+def test_groups_each_set_once_and_interesting_sets() -> None:
+    # a~b, b~c, a~c (a triangle) and c~d only: cliques {a,b,c}, {c,d}; one component.
+    pairs = [_p(1, 2, 0.9), _p(2, 3, 0.8), _p(1, 3, 0.7), _p(3, 4, 0.6)]
+    groups = similar_groups(pairs)
+    keys = [frozenset([g.reference.id, *(m.file.id for m in g.members)]) for g in groups]
+    assert len(keys) == len(set(keys))  # each distinct set once
+    assert keys == [frozenset({1, 2, 3}), frozenset({1, 2, 3, 4}), frozenset({3, 4})]
+    cliques = similar_sets(pairs, "cliques")
+    assert [frozenset(f.id for f in s.files) for s in cliques] == [
+        frozenset({1, 2, 3}),
+        frozenset({3, 4}),
+    ]
+    assert cliques[0].least == (70.0, 80.0, 70.0)
+    comps = similar_sets(pairs, "components")
+    assert [frozenset(f.id for f in s.files) for s in comps] == [frozenset({1, 2, 3, 4})]
+
+
+def test_cli_text_is_figure_3_and_json_csv(tmp_path: Path) -> None:
+    write(tmp_path / "t/foo.c", module(14))
+    write(tmp_path / "t/bar.c", module(14)[:20000] + module(15)[:5000])
+    write(tmp_path / "t/copy.c", module(14))
+    args = ["similar", "--index", str(tmp_path / "idx"), "-j", "1", str(tmp_path / "t")]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0] == "The following groups of files are similar. Minimum similarity = 25%"
+    assert lines[1] == ""
+    assert re.fullmatch(r"R100 \S+/t/bar\.c \d+", lines[2])
+    member = re.compile(r"[ \d]{3}\d \S+/t/(foo|copy)\.c \d+")
+    assert member.fullmatch(lines[3]) and member.fullmatch(lines[4])
+    # bar's group holds all three files: foo's and copy's are the same set, printed once.
+    assert sum(1 for x in lines if x.startswith("R")) == 1
+    assert "sif:" in res.stderr and "stop-fingerprints" in res.stderr
+    res = CliRunner().invoke(main, [*args, "--format", "json", "-t", "50"])
+    records = [json.loads(x) for x in res.stdout.splitlines()]
+    assert {(os.path.basename(r["a"]), os.path.basename(r["b"])) for r in records} >= {
+        ("copy.c", "foo.c")
+    }
+    r = next(r for r in records if r["identical"])
+    assert r["containment_a_in_b"] == 1.0 and r["jaccard"] == 1.0 and r["shared"] > 10
+    res = CliRunner().invoke(main, [*args, "--format", "csv", "--sets", "components"])
+    assert res.stdout.splitlines()[0].startswith("a,b,size_a,size_b,kind,score")
+
+
+REREAD_SCRIPT = r"""
+import json, os, sys, encodings.idna, encodings.ascii, encodings.latin_1, encodings.utf_8
+import duckdb, numpy, numpy.ma, platformdirs
+import sif.index, sif.index.duck, sif.index.reader, sif.content
+from sif.similar import SimilarOptions, find_similar
+# Imported above as root: nobody may not read this Python's own files.
+if os.geteuid() == 0:
+    os.setgid(65534); os.setuid(65534)  # root reads everything: drop to nobody
+warnings = []
+r = find_similar([sys.argv[1]], sys.argv[2], options=SimilarOptions(threshold=50),
+                 jobs=1, on_warning=warnings.append)
+print(json.dumps({"reused": r.stats.reused, "read": r.stats.index.files_read,
+                  "warnings": [str(w) for w in warnings],
+                  "pairs": sorted([os.path.basename(p.a.path), os.path.basename(p.b.path)]
+                                  for p in r.pairs)}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the index to nobody")
+def test_rethreshold_opens_no_file_under_the_tree() -> None:
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        tree, index = Path(top) / "t", Path(top) / "idx"
+        write(tree / "a.py", module(16))
+        write(tree / "b.py", module(16)[:25000] + module(17)[:3000])
+        write(tree / "c.py", module(18))
+        first = find_similar([tree], index, options=SimilarOptions(threshold=25), jobs=1)
+        assert len(first.pairs) == 1
+        for dirpath, _, names in os.walk(index):  # nobody may write the index...
+            os.chown(dirpath, 65534, 65534)
+            for n in names:
+                os.chown(os.path.join(dirpath, n), 65534, 65534)
+        os.chmod(tree, 0o755)
+        for n in ("a.py", "b.py", "c.py"):  # ... but can open no file of the tree
+            os.chmod(tree / n, 0)
+        out = subprocess.run(
+            [sys.executable, "-c", REREAD_SCRIPT, str(tree), str(index)],
+            capture_output=True,
+            text=True,
+            cwd=top,
+        )
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+    assert got == {"reused": True, "read": 0, "warnings": [], "pairs": [["a.py", "b.py"]]}
