@@ -1,13 +1,15 @@
 """bench/query: `sif query` latency, index size, and incremental re-index cost (issue 4).
 
-    python bench/query.py [--corpus DIR] [--sizes 1,5,20] [--work DIR]
+    python bench/query.py [--corpus DIR] [--sizes 1,5,20] [--work DIR] [--cold-only [--runs N]]
 
 1. Latency of one query (a 29 KB real file) against indexes of 1M, 5M, 20M
    fingerprint rows (synthetic files of 100 random values each, plus the
    query's original): warm (in process: open the reader, fingerprint the
    file, look up, describe; median of 20) and as a whole new `sif query`
-   process with a warm page cache (median of 5), next to the bare cost of
-   starting Python and fingerprinting the file (numba start-up).
+   process with a warm page cache (median of --runs, 5 by default), next to
+   the bare cost of starting Python and fingerprinting the file (numpy; a
+   query never imports numba). ``--cold-only`` measures just the whole
+   process, then stops (no warm runs, no real corpus).
 2. Index bytes per fingerprint and as a % of the corpus, on a real corpus
    (default: a copy of Python's standard library).
 3. Re-index after 1% of the files change, as a share of a full run.
@@ -60,7 +62,17 @@ def synthetic_index(idx: Path, rows: int, query_scan: ScannedFile) -> None:
         store.close()
 
 
-def latency(idx: Path) -> tuple[float, float, float]:
+def cold_process(idx: Path, runs: int) -> float:
+    cmd = [sys.executable, "-m", "sif", "query", "--index", str(idx), str(QUERY)]
+    cold = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        cold.append(time.perf_counter() - t0)
+    return statistics.median(cold)
+
+
+def latency(idx: Path, runs: int) -> tuple[float, float, float]:
     times, lookups = [], []
     for _ in range(20):
         t0 = time.perf_counter()
@@ -76,26 +88,20 @@ def latency(idx: Path) -> tuple[float, float, float]:
         reader.lookup(params, q)
         lookups.append(time.perf_counter() - t2)
         assert res.matches and res.matches[0].exact
-    cold = []
-    cmd = [sys.executable, "-m", "sif", "query", "--index", str(idx), str(QUERY)]
-    for _ in range(5):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        cold.append(time.perf_counter() - t0)
-    return statistics.median(times), statistics.median(lookups), statistics.median(cold)
+    return statistics.median(times), statistics.median(lookups), cold_process(idx, runs)
 
 
-def baseline() -> float:
+def baseline(runs: int) -> float:
     code = (
         "from sif.index.scan import scan_file; from sif.fingerprint import make_params; "
         f"scan_file({str(QUERY)!r}, make_params())"
     )
-    runs = []
-    for _ in range(5):
+    times = []
+    for _ in range(runs):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True)
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -103,19 +109,29 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=STDLIB)
     ap.add_argument("--sizes", default="1,5,20", help="millions of fingerprint rows")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory")
+    ap.add_argument("--cold-only", action="store_true", help="only the whole-process query")
+    ap.add_argument("--runs", type=int, default=5, help="whole-process runs (median shown)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sif-bench-query-", dir=args.work))
     try:
         qscan = scan_file(QUERY, make_params())
         print(f"query: {QUERY} ({QUERY.stat().st_size:,} bytes, {len(qscan.fingerprints)} fps)")
-        base = baseline()
-        print(f"bare process: python + numba fingerprint of the query file: {1000 * base:.0f} ms")
+        base = baseline(args.runs)
+        print(f"bare process: python + fingerprint of the query file: {1000 * base:.0f} ms")
         for m in (int(s) for s in args.sizes.split(",")):
             idx = work / f"syn{m}"
             t0 = time.perf_counter()
             synthetic_index(idx, m * 1_000_000, qscan)
             built = time.perf_counter() - t0
-            warm, lookup, cold = latency(idx)
+            if args.cold_only:
+                cold = cold_process(idx, args.runs)
+                print(
+                    f"{m:>3}M rows: cold process {1000 * cold:5.0f} ms "
+                    f"(of which bare {1000 * base:.0f}); built in {built:.1f} s"
+                )
+                shutil.rmtree(idx)
+                continue
+            warm, lookup, cold = latency(idx, args.runs)
             size = du(idx)
             print(
                 f"{m:>3}M rows: warm query {1000 * warm:6.1f} ms "
@@ -124,6 +140,8 @@ def main() -> None:
                 f"index {size / 1e6:.1f} MB = {size / (m * 1e6):.2f} B/row; built in {built:.1f} s"
             )
             shutil.rmtree(idx)
+        if args.cold_only:
+            return
         # --- real corpus: size, and a re-index after 1% change -------------------------
         corpus = work / "corpus"
         shutil.copytree(
