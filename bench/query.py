@@ -81,7 +81,7 @@ def latency(idx: Path, runs: int) -> tuple[float, float, float]:
         t1 = time.perf_counter()
         reader.close()
         times.append(t1 - t0)
-        params = reader.parameter_sets()[0]
+        params = reader.parameter_sets()[0].params
         q = np.unique(scan_file(QUERY, params).fingerprints)
         reader = open_reader(idx)
         t2 = time.perf_counter()

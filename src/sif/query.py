@@ -1,22 +1,37 @@
-"""One-against-all (Manber, section 3): the indexed files similar to a query file.
+"""One-against-all (Manber, section 3): the indexed entries similar to a query file.
 
-For a query Q with fingerprint multiset F(Q) and an indexed file B:
+A query file becomes its entries (content views, :mod:`sif.content`), each
+compared only with indexed entries of the same kind and view, under one
+parameter set (fingerprint parameters and normalisation mode: never mixed).
+For a query entry Q and an indexed entry B:
 
-- ``percent``, the paper's figure: the rows of B whose value is in F(Q), as a
-  percentage of |F(Q)|. Counted with multiplicity, so it can exceed 100%
-  (the paper's footnote 3: a file holding two versions of the query);
-- ``query_in_file``: set containment |F(Q) ∩ F(B)| / |F(Q)| (distinct values);
-- ``file_in_query``: |F(Q) ∩ F(B)| / |F(B)|;
-- ``exact``: same size and same BLAKE3 digest of the whole content.
+- ``similarity``: the estimate of C(Q in B), the share of Q's distinct
+  50-byte windows that B holds. Every window of Q is looked up (sampled
+  down to :data:`sif.core.windows.MAX_LOOKUPS` for a long query), B's
+  stored fingerprints are a sample of B's windows chosen by B alone, so the
+  share of them found among Q's windows estimates C(B in Q) without bias,
+  and C(Q in B) follows by the ratio of their window counts
+  (:mod:`sif.core.windows`). Standard error about ``sqrt(c (1 - c) / n)``
+  for B's ``n`` distinct fingerprints: 4.6 points for a 29 KB file at 36%;
+- ``file_in_query``: the estimate of C(B in Q), the same way;
+- ``percent``, the paper's figure: the rows of B whose value is among Q's
+  own fingerprints, as a percentage of them. Counted with multiplicity, so
+  it can exceed 100% (the paper's footnote 3); winnowing makes it run low
+  on edited files (a surviving window selected in Q may lose to a changed
+  neighbour in B): 26% where 36% of the windows survived;
+- ``exact``: same size and same BLAKE3 digest of the entry's content.
 
-The threshold applies to ``percent`` by default (the paper's query), or
-with ``by="containment"`` to max(query_in_file, file_in_query), the estimate
-of how much of the smaller file the larger holds, which DESIGN uses for
-``sif similar``. Stored values have 32 bits: at 20 M rows a query value
-meets a random row with probability 20e6 / 2^32 = 0.5%, spread over random
-files, so chance hits add a fraction of a percent to no file in particular;
-``min_shared`` (default 2 in containment mode) keeps a single chance hit
-from making a one-fingerprint file look contained.
+The threshold (``-t``) applies to ``similarity`` by default: "how much of
+the query does this file hold", the paper's question, estimated without
+winnowing's bias. ``by="containment"`` applies it to the larger of the two
+estimates (DESIGN's score for ``sif similar``: the smaller file contained in
+the larger; a small file sharing a licence header with the query then
+scores high), ``by="percent"`` to the paper's figure. ``min_shared``
+(default 2; 1 for ``percent``) is the least number of distinct values of B
+found: one chance or boilerplate window must not make a file similar.
+Stored values have 32 bits: a lookup meets a random row with probability
+rows / 2^32, which adds ``lookups / 2^32`` (at most 0.002% with
+``MAX_LOOKUPS``) to each estimate of C(B in Q).
 """
 
 from __future__ import annotations
@@ -27,19 +42,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
+from sif.core.windows import containment, distinct_windows
 from sif.errors import ConfigError, IndexParamsMismatch
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams
-from sif.index.scan import U32, ScannedFile, scan_file
-from sif.index.store import IndexReader
+from sif.index.scan import U32, ScannedFile, scan_entries
+from sif.index.store import IndexReader, ParamSet, kind_code, param_set, view_code
 
-SCORES = ("percent", "containment")
+SCORES = ("similarity", "containment", "percent")
 
 
 @dataclass(frozen=True)
 class Match:
-    """An indexed file similar to a query file. Shares are fractions in [0, 1]."""
+    """An indexed entry similar to a query entry. Shares are fractions in [0, 1].
+
+    ``query_in_file`` is the similarity (estimated C(query in file)),
+    ``file_in_query`` the estimated C(file in query); ``percent`` the
+    paper's figure; ``hits`` the file's rows among the query's own
+    fingerprints; ``shared`` its distinct values found among the query's
+    (sampled) windows.
+    """
 
     path: str
     size: int
@@ -50,17 +74,20 @@ class Match:
     query_in_file: float
     file_in_query: float
     exact: bool
+    view: str = "raw"
 
     def score(self, by: str) -> float:
         """The figure the threshold applies to, in percent."""
         if by == "percent":
             return self.percent
+        if by == "similarity":
+            return 100.0 * self.query_in_file
         return 100.0 * max(self.query_in_file, self.file_in_query)
 
 
 @dataclass(frozen=True)
 class QueryResult:
-    """A query file and its matches, best first."""
+    """A query entry and its matches, best first. ``view`` is its view's label."""
 
     path: str
     size: int
@@ -68,87 +95,140 @@ class QueryResult:
     digest: bytes
     n_fp: int
     matches: tuple[Match, ...]
+    view: str = "raw"
+    by: str = "similarity"
+    """The score the threshold was compared with (:meth:`Match.score`)."""
 
 
 def resolve_params(
-    reader: IndexReader, params: FingerprintParams | None, where: str = "the index"
-) -> tuple[FingerprintParams, AnchorSet | None]:
-    """The parameters to query with: ``params``, or those of the last ``sif index`` run.
+    reader: IndexReader,
+    params: FingerprintParams | ParamSet | None,
+    where: str = "the index",
+    normalize: str | None = None,
+) -> tuple[ParamSet, AnchorSet | None]:
+    """The parameter set to query with: the one asked for, else the last ``sif index`` run's.
 
-    Raises :class:`IndexParamsMismatch` when the index holds no fingerprints
-    made with ``params`` (it never compares values made under other ones).
+    ``params`` and ``normalize`` each narrow the choice (``None``: any);
+    among the index's sets that fit, the most recent wins. Raises
+    :class:`IndexParamsMismatch` when none fits: values made under other
+    parameters, or from another normalisation, are never compared.
     """
     sets = reader.parameter_sets()
     if not sets:
         raise IndexParamsMismatch(f"{where} holds no fingerprints yet")
-    if params is None:
-        params = sets[0]
-    elif params not in sets:
-        held = "; ".join(p.key() for p in sets)
-        raise IndexParamsMismatch(
-            f"{where} holds no fingerprints made with {params.key()} (it holds: {held}); "
-            "run 'sif index' with these parameters first, or drop them to use the index's"
+    if isinstance(params, ParamSet):
+        normalize = normalize or params.normalize
+        params = params.params
+    fits = [
+        s
+        for s in sets
+        if (params is None or s.params == params)
+        and (normalize is None or s.normalize == normalize)
+    ]
+    if not fits:
+        held = "; ".join(str(s) for s in sets)
+        asked = " ".join(
+            x
+            for x in (
+                params.key() if params is not None else "",
+                f"--normalize {normalize}" if normalize else "",
+            )
+            if x
         )
-    return params, reader.anchors(params)
+        raise IndexParamsMismatch(
+            f"{where} holds no fingerprints made with {asked} (it holds: {held}); "
+            "run 'sif index' with these options first, or drop them to use the index's"
+        )
+    return fits[0], reader.anchors(fits[0])
 
 
 def match_scan(
     reader: IndexReader,
-    params: FingerprintParams,
+    params: FingerprintParams | ParamSet,
     scan: ScannedFile,
     *,
     threshold: float = 50.0,
-    by: str = "percent",
+    by: str = "similarity",
     min_shared: int | None = None,
-    exclude: tuple[int, int] | None = None,
+    exclude: tuple[int, int] | tuple[int, int, str] | None = None,
 ) -> list[Match]:
-    """Score every indexed file that shares a value with ``scan``; keep those at ``threshold``.
+    """Score every indexed entry of ``scan``'s kind and view that shares a value with it.
 
-    ``exclude`` is the (device, inode) of the query file, left out of the
-    results when it is indexed. Sorted by score, best first, then path.
-    Cost: one lookup of the distinct query values, then O(hits).
+    ``scan`` should carry its window sample (``scan_entries(..., windows=True)``);
+    without one its own fingerprints stand in, and the estimates inherit
+    winnowing's bias. ``exclude`` is the (device, inode[, member]) of the
+    query entry, left out when it is indexed. Returns the entries at
+    ``threshold`` or above, by score, best first, then path. Raises
+    :class:`ConfigError` for an unknown ``by``. Cost: one lookup of the
+    distinct query values (at most ``MAX_LOOKUPS`` plus its fingerprints),
+    vectorised scoring, then a description of the entries kept.
     """
     if by not in SCORES:
         raise ConfigError(f"unknown score {by!r} (choose from {', '.join(SCORES)})")
     if min_shared is None:
-        min_shared = 2 if by == "containment" else 1
-    values = np.asarray(scan.fingerprints, dtype=np.uint32)
-    n = len(values)
-    if n == 0:
+        min_shared = 1 if by == "percent" else 2
+    ps = param_set(params)
+    fps = np.asarray(scan.fingerprints, dtype=np.uint32)
+    n = len(fps)
+    own: U32 = np.unique(fps)
+    sample: U32 = own if scan.windows is None else scan.windows
+    scale = 1 if scan.windows is None else scan.scale
+    query: U32 = np.union1d(own, sample)
+    if len(query) == 0:
         return []
-    query: U32 = np.unique(values)
-    qpos, ids = reader.lookup(params, query)
+    qpos, ids = reader.lookup(ps, query)
     if len(ids) == 0:
         return []
-    file_ids, hits = np.unique(ids, return_counts=True)
-    pairs = np.unique((ids.astype(np.uint64) << np.uint64(32)) | qpos.astype(np.uint64))
-    shared = np.bincount(
-        np.searchsorted(file_ids, (pairs >> np.uint64(32)).astype(np.uint32)),
-        minlength=len(file_ids),
+    file_ids, inverse = np.unique(ids, return_inverse=True)
+    # The paper's hits: rows of each file among the query's own fingerprints.
+    hits = np.bincount(inverse, weights=np.isin(query, own)[qpos], minlength=len(file_ids))
+    # Distinct values of each file among the query's sampled windows.
+    sampled = np.isin(query, sample)[qpos]
+    pairs = np.unique((inverse[sampled].astype(np.int64) << 32) | qpos[sampled])
+    shared = np.bincount(pairs >> 32, minlength=len(file_ids)).astype(np.float64)
+    st = reader.file_stats(ps, file_ids)
+    same = st.found & (st.kind == kind_code(scan.kind)) & (st.view == view_code(scan.view))
+    window = ps.params.window
+    q_in_b, b_in_q = containment(
+        shared,
+        scale,
+        st.n_distinct.astype(np.float64),
+        distinct_windows(st.size, st.n_fp, st.n_distinct, window),
+        float(distinct_windows(scan.size, n, len(own), window)),
     )
-    percent = 100.0 * hits / n
-    keep = shared >= min_shared
-    if by == "percent":  # decided without describing every file
-        keep &= percent >= threshold
-    info = reader.describe(params, file_ids[keep])
+    percent = 100.0 * hits / max(n, 1)
+    score = {
+        "percent": percent,
+        "similarity": 100.0 * q_in_b,
+        "containment": 100.0 * np.maximum(q_in_b, b_in_q),
+    }[by]
+    # A file with fewer distinct values than min_shared needs them all.
+    least = np.minimum(min_shared, np.maximum(st.n_distinct, 1))
+    keep = np.flatnonzero(same & (shared >= least) & (score >= threshold))
+    info = reader.describe(ps, file_ids[keep])
     out: list[Match] = []
-    for i in np.flatnonzero(keep):
+    for i in keep:
         f = info.get(int(file_ids[i]))
-        if f is None or (exclude is not None and (f.dev, f.ino) == exclude):
+        if f is None or (
+            exclude is not None
+            and (f.dev, f.ino) == exclude[:2]
+            and (len(exclude) == 2 or f.member == exclude[2])
+        ):
             continue
-        m = Match(
-            path=f.path,
-            size=f.size,
-            kind=f.kind,
-            percent=float(percent[i]),
-            hits=int(hits[i]),
-            shared=int(shared[i]),
-            query_in_file=float(shared[i]) / len(query),
-            file_in_query=float(shared[i]) / max(1, f.n_distinct),
-            exact=f.size == scan.size and f.digest == scan.digest,
+        out.append(
+            Match(
+                path=f.path,
+                size=f.size,
+                kind=f.kind,
+                percent=float(percent[i]),
+                hits=int(hits[i]),
+                shared=int(shared[i]),
+                query_in_file=float(q_in_b[i]),
+                file_in_query=float(b_in_q[i]),
+                exact=f.size == scan.size and f.digest == scan.digest,
+                view=f.view,
+            )
         )
-        if m.score(by) >= threshold:
-            out.append(m)
     out.sort(key=lambda m: (-m.score(by), m.path))
     return out
 
@@ -156,37 +236,52 @@ def match_scan(
 def query_files(
     paths: Iterable[str | os.PathLike[str]],
     reader: IndexReader,
-    params: FingerprintParams | None = None,
+    params: FingerprintParams | ParamSet | None = None,
     *,
+    normalize: str | None = None,
     threshold: float = 50.0,
-    by: str = "percent",
+    by: str = "similarity",
     min_shared: int | None = None,
     on_warning: WarningSink = ignore_warning,
 ) -> Iterator[QueryResult]:
-    """Query the index with each file of ``paths``, which need not be in the indexed tree.
+    """Query the index with each entry of each file of ``paths`` (which need not be indexed).
 
-    ``params`` default to those of the last ``sif index`` run; see
-    :func:`resolve_params` for the mismatch error. An unreadable query file
-    is a warning. Cost per file: one read of it, then :func:`match_scan`.
+    The parameter set is chosen by :func:`resolve_params` (``params`` and
+    ``normalize`` narrow it; by default the last ``sif index`` run's), and
+    the query files become entries under its normalisation: an archive
+    gives one result per member (``a.zip!/x.txt``). An unreadable query
+    file, or a problem inside one, is a warning. Cost per file: one read of
+    it (plus decompression), then :func:`match_scan` per entry.
     """
-    params, anchors = resolve_params(reader, params)
+    ps, anchors = resolve_params(reader, params, normalize=normalize)
+    content = ContentOptions(normalize=ps.normalize)
     for path in paths:
         name = os.fspath(path)
         try:
             st = os.stat(name)
-            scan = scan_file(name, params, anchors)
+            scanned = scan_entries(
+                name, ps.params, anchors, content, windows=True, on_warning=on_warning
+            )
         except OSError as exc:
             on_warning(ScanWarning(name, exc.strerror or str(exc)))
             continue
-        matches = match_scan(
-            reader,
-            params,
-            scan,
-            threshold=threshold,
-            by=by,
-            min_shared=min_shared,
-            exclude=(st.st_dev, st.st_ino),
-        )
-        yield QueryResult(
-            name, scan.size, scan.kind, scan.digest, len(scan.fingerprints), tuple(matches)
-        )
+        for e in scanned:
+            matches = match_scan(
+                reader,
+                ps,
+                e.scan,
+                threshold=threshold,
+                by=by,
+                min_shared=min_shared,
+                exclude=(st.st_dev, st.st_ino, e.path[len(e.origin) :]),
+            )
+            yield QueryResult(
+                e.path,
+                e.scan.size,
+                e.scan.kind,
+                e.scan.digest,
+                len(e.scan.fingerprints),
+                tuple(matches),
+                e.label,
+                by,
+            )

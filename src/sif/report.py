@@ -119,6 +119,8 @@ _QUERY_FIELDS = [
     "path",
     "size",
     "kind",
+    "view",
+    "similarity",
     "percent",
     "hits",
     "shared",
@@ -133,9 +135,11 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
     """Write :class:`sif.query.QueryResult` values to ``out`` in ``fmt`` (:data:`QUERY_FORMATS`).
 
     ``text`` follows the paper's Figure 3: ``R`` and the query's size, then
-    one line per match with the paper's percentage (it can exceed 100), the
-    path and the size; exact copies end with ``(exact copy)``; a blank line
-    between queries. ``json`` and ``csv`` give one record per match.
+    one line per match with the score the threshold compared (``q.by``: the
+    similarity by default), the path and the size; exact copies end with
+    ``(exact copy)``; a blank line between queries. ``json`` and ``csv``
+    give one record per match, with the similarity, the paper's percentage
+    (``percent``: it can exceed 100) and both containment estimates.
     """
     if fmt == "text":
         first = True
@@ -146,7 +150,8 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
             out.write(f"R100 {display_path(q.path)} {q.size}\n".encode())
             for m in q.matches:
                 mark = "  (exact copy)" if m.exact else ""
-                line = f"{m.percent:4.0f} {display_path(m.path)} {m.size}{mark}\n"
+                score = m.score(getattr(q, "by", "similarity"))
+                line = f"{score:4.0f} {display_path(m.path)} {m.size}{mark}\n"
                 out.write(line.encode())
             out.flush()
     elif fmt == "json":
@@ -173,6 +178,8 @@ def _query_record(q: Any, m: Any) -> dict[str, Any]:
         "path": m.path,
         "size": m.size,
         "kind": m.kind,
+        "view": m.view,
+        "similarity": round(100 * m.query_in_file, 2),
         "percent": round(m.percent, 2),
         "hits": m.hits,
         "shared": m.shared,

@@ -12,7 +12,7 @@ import pytest
 
 from sif.errors import IndexCorrupt, IndexInUse, IndexParamsMismatch
 from sif.fingerprint import make_params
-from sif.index import MemoryIndex, build_index, open_reader, open_store
+from sif.index import MemoryIndex, ParamSet, build_index, open_reader, open_store
 from sif.index.duck import SCHEMA_VERSION
 from sif.index.segments import BUCKET_MIN_ROWS, Segment, make_files, write_segment
 from sif.query import match_scan, query_files, resolve_params
@@ -69,7 +69,10 @@ def test_scoring_on_the_memory_double() -> None:
     assert set(got) == {"/a", "/b"}
     assert got["/a"].percent == 100 and got["/a"].exact  # same size and digest
     assert got["/b"].percent == 75 and got["/b"].hits == 3 and got["/b"].shared == 2
-    assert got["/b"].query_in_file == 0.5 and got["/b"].file_in_query == 2 / 7
+    # Without a window sample the query's fingerprints stand in: C(b in q) = 2 of b's 7
+    # values; C(q in b) scales it by their window counts, (size - 49) * distinct / all.
+    assert got["/b"].file_in_query == 2 / 7
+    assert got["/b"].query_in_file == pytest.approx(2 / 7 * (2048 - 49) * 7 / 8 / (1024 - 49))
     assert [m.path for m in match_scan(idx, params, q, threshold=80)] == ["/a"]
     assert match_scan(idx, params, q, threshold=0, exclude=(0, a))[0].path == "/b"
 
@@ -119,8 +122,8 @@ def test_other_parameters_are_indexed_beside_never_mixed(tmp_path: Path) -> None
     stats = build_index([tmp_path / "t"], idx, sif94, jobs=1)
     assert stats.new == 5  # fingerprinted again, beside
     reader = open_reader(idx)
-    assert set(reader.parameter_sets()) == {make_params(), sif94}
-    assert reader.parameter_sets()[0] == sif94  # the last run's
+    assert set(reader.parameter_sets()) == {ParamSet(make_params()), ParamSet(sif94)}
+    assert reader.parameter_sets()[0] == ParamSet(sif94)  # the last run's
     copy = tmp_path / "copy.txt"
     copy.write_bytes(files[0].read_bytes())
     for p in (make_params(), sif94):

@@ -17,13 +17,20 @@ from sif.cli.common import (
     quiet_option,
     walk_options,
 )
-from sif.cli.index_options import fingerprint_options, index_option, params_from_options
+from sif.cli.index_options import (
+    content_options,
+    fingerprint_options,
+    index_option,
+    normalize_from_options,
+    params_from_options,
+)
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @index_option
 @fingerprint_options
+@content_options
 @click.option("--rebuild", is_flag=True, help="Discard the index and build it anew.")
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @click.option(
@@ -41,6 +48,8 @@ def index(
     window: int | None,
     k: int | None,
     min_fingerprints: int | None,
+    normalize: str | None,
+    raw: bool,
     rebuild: bool,
     wait: bool,
     jobs: int | None,
@@ -56,11 +65,17 @@ def index(
     read again; files under PATHS that are gone are dropped; files indexed
     from other paths are kept. Without fingerprint options, the parameters
     of the index's last run are used (winnow for a new index); other
-    parameters are indexed beside, never mixed. One writer at a time: a
+    parameters are indexed beside, never mixed. Each file is indexed as its
+    content views: archive members as entries of their own
+    (a.zip!/dir/x.txt), compressed files on their decompressed content,
+    PostScript without its prolog, ELF files as their strings; --normalize
+    markup|code goes further, --raw indexes bytes as they are. The mode is
+    part of the parameters. One writer at a time: a
     second one fails with "index in use (pid N)", or waits with --wait.
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
+    from sif.content import ContentOptions
     from sif.errors import SifError
     from sif.index import build_index, default_index_path, open_reader
     from sif.report import human_size
@@ -71,15 +86,18 @@ def index(
     filters["exclude"] = tuple(filters["exclude"])
     options = WalkOptions(**filters)
     params, anchors = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
+    mode = normalize_from_options(normalize, raw)
     location = index or default_index_path()
-    if params is None and not rebuild:
+    if (params is None or mode is None) and not rebuild:
         try:  # the parameters of the last run, with its stored anchor set
             reader = open_reader(location)
-            params = reader.parameter_sets()[0]
-            anchors = reader.anchors(params)
+            last = reader.parameter_sets()[0]
+            if params is None:
+                params, anchors = last.params, reader.anchors(last)
+            mode = mode or last.normalize
             reader.close()
         except (SifError, IndexError):
-            params, anchors = None, None
+            pass
     warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     from sif.index.build import CHECKPOINT_BYTES
@@ -91,6 +109,7 @@ def index(
             params,
             anchors,
             options=options,
+            content=ContentOptions(normalize=mode or "auto"),
             wait=wait,
             rebuild=rebuild,
             jobs=jobs,

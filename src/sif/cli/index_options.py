@@ -54,6 +54,37 @@ def fingerprint_options(func: F) -> F:
     return func
 
 
+def content_options(func: F) -> F:
+    """``--normalize auto|markup|code`` and ``--raw``: how files become content views."""
+    options = [
+        click.option(
+            "--normalize",
+            type=click.Choice(["auto", "markup", "code"]),
+            help="Content views: auto (PostScript without prolog, ELF strings, compressed "
+            "files decompressed, archive members as entries), markup (also troff/TeX/HTML "
+            "tags removed), code (also source as tokens with placeholders) "
+            "[default: the index's last, else auto].",
+        ),
+        click.option(
+            "--raw",
+            is_flag=True,
+            help="No content views: every file as its bytes (--normalize raw).",
+        ),
+    ]
+    for opt in reversed(options):
+        func = opt(func)
+    return func
+
+
+def normalize_from_options(normalize: str | None, raw: bool) -> str | None:
+    """The normalisation mode asked for, or ``None``; ``ConfigError`` for both options at once."""
+    from sif.errors import ConfigError
+
+    if raw and normalize:
+        raise ConfigError("give --raw or --normalize, not both")
+    return "raw" if raw else normalize
+
+
 def params_from_options(
     scheme: str | None,
     anchors_file: str | None,

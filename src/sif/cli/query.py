@@ -14,7 +14,13 @@ from sif.cli.common import (
     format_option,
     quiet_option,
 )
-from sif.cli.index_options import fingerprint_options, index_option, params_from_options
+from sif.cli.index_options import (
+    content_options,
+    fingerprint_options,
+    index_option,
+    normalize_from_options,
+    params_from_options,
+)
 
 
 @click.command()
@@ -29,19 +35,21 @@ from sif.cli.index_options import fingerprint_options, index_option, params_from
 )
 @click.option(
     "--by",
-    type=click.Choice(["percent", "containment"]),
-    default="percent",
+    type=click.Choice(["similarity", "containment", "percent"]),
+    default="similarity",
     show_default=True,
-    help="Score the threshold applies to: the paper's percentage, or the set "
-    "containment of the smaller file in the larger.",
+    help="Score the threshold applies to: similarity (the estimated share of FILE "
+    "found in the indexed file), containment (the larger of the two shares: the "
+    "smaller file in the larger), or percent (the paper's figure).",
 )
 @click.option(
     "--min-shared",
     type=click.IntRange(1),
-    help="Least number of distinct shared fingerprints (default 1; 2 with --by containment).",
+    help="Least number of distinct shared fingerprints (default 2; 1 with --by percent).",
 )
 @index_option
 @fingerprint_options
+@content_options
 @format_option("text", "json", "csv")
 @quiet_option
 @fail_cleanly
@@ -56,16 +64,22 @@ def query(
     window: int | None,
     k: int | None,
     min_fingerprints: int | None,
+    normalize: str | None,
+    raw: bool,
     fmt: str,
     quiet: bool,
 ) -> None:
     """The indexed files similar to each FILE (which need not be indexed).
 
-    For each file sharing fingerprints with FILE: the paper's percentage
-    (FILE's fingerprints found in it, counted with multiplicity, so it can
-    exceed 100), the set containment both ways, and whether it is an exact
-    copy (same size and BLAKE3 digest). FILE itself is left out. The index
-    is read as last committed, even while 'sif index' writes it.
+    For each indexed file of the same kind and content view: the similarity
+    (the estimated share of FILE's 50-byte windows found in it; every window
+    of FILE is looked up, so edits do not bias it), shown and compared with
+    -t; in json and csv also the share of it found in FILE, the paper's
+    percentage (FILE's fingerprints found in it, counted with multiplicity,
+    so it can exceed 100) and whether it is an exact copy (same size and
+    BLAKE3 digest). An archive FILE is queried member by member. FILE itself
+    is left out. --normalize/--raw must match a parameter set of the index.
+    The index is read as last committed, even while 'sif index' writes it.
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
@@ -74,6 +88,7 @@ def query(
     from sif.report import write_query
 
     params, _ = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
+    mode = normalize_from_options(normalize, raw)
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:
@@ -81,6 +96,7 @@ def query(
             files,
             reader,
             params,
+            normalize=mode,
             threshold=threshold,
             by=by,
             min_shared=min_shared,

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 from sif.index.build import IndexStats, build_index
 from sif.index.memory import MemoryIndex
-from sif.index.scan import ScannedFile, fold32, scan_file
+from sif.index.scan import ScannedEntry, ScannedFile, fold32, scan_entries, scan_file
 from sif.index.store import (
+    FileStats,
     IndexedFile,
     IndexReader,
     IndexStore,
     KnownFile,
     NewFile,
+    ParamSet,
     default_index_path,
     open_reader,
     open_store,
 )
 
 __all__ = [
+    "FileStats",
     "IndexReader",
     "IndexStats",
     "IndexStore",
@@ -33,11 +36,14 @@ __all__ = [
     "KnownFile",
     "MemoryIndex",
     "NewFile",
+    "ParamSet",
+    "ScannedEntry",
     "ScannedFile",
     "build_index",
     "default_index_path",
     "fold32",
     "open_reader",
     "open_store",
+    "scan_entries",
     "scan_file",
 ]

@@ -1,8 +1,11 @@
 """``sif index``: bring the index up to date with a tree, incrementally, on all cores.
 
 Plan first, then act: the walk (stat only) is compared with what the index
-holds, by (device, inode, size, mtime_ns), which splits the files into new,
-changed, unchanged and removed; only new and changed files are read. They
+holds, by (device, inode, size, mtime_ns) of each file on disk, which splits
+the files into new, changed, unchanged and removed; only new and changed
+files are read. A file gives one or more entries (its content views,
+:func:`sif.index.scan.scan_entries`: archive members, decompressed content);
+a changed file is read whole again and all its old entries are dropped. They
 are read on ``jobs`` processes (:func:`sif.executors.local.shared_map`) and
 committed in checkpoints, every :data:`CHECKPOINT_BYTES` read or
 :data:`CHECKPOINT_SECONDS`, so a run killed at any moment keeps the work of
@@ -16,12 +19,13 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
-from sif.index.scan import scan_file
-from sif.index.store import IndexStore, NewFile, open_store
+from sif.index.scan import scan_entries
+from sif.index.store import IndexStore, NewFile, ParamSet, open_store
 from sif.walk import WalkOptions, parallel_walk
 
 #: Commit after this many bytes read...
@@ -54,19 +58,38 @@ class IndexStats:
 # the anchor set with every item.
 _PARAMS: FingerprintParams | None = None
 _ANCHORS: AnchorSet | None = None
+_CONTENT: ContentOptions | None = None
 
 _Item = tuple[str, int, int, int, int]  # path, dev, ino, size, mtime_ns
 
 
-def _scan_batch(batch: Sequence[_Item]) -> list[NewFile | ScanWarning]:
-    """Read each file of ``batch``; a file that cannot be read becomes a warning."""
+@dataclass(frozen=True)
+class _Read:
+    """A file read by a worker: its entries, or the warning that it failed, and other warnings."""
+
+    path: str
+    entries: tuple[NewFile, ...]
+    warnings: tuple[ScanWarning, ...]
+    failed: ScanWarning | None
+
+
+def _scan_batch(batch: Sequence[_Item]) -> list[_Read]:
+    """Read each file of ``batch`` into its entries; a file that cannot be read fails."""
     assert _PARAMS is not None
-    out: list[NewFile | ScanWarning] = []
-    for path, dev, ino, _size, mtime_ns in batch:
+    out: list[_Read] = []
+    for path, dev, ino, size, mtime_ns in batch:
+        warnings: list[ScanWarning] = []
         try:
-            out.append(NewFile(path, dev, ino, mtime_ns, scan_file(path, _PARAMS, _ANCHORS)))
+            scanned = scan_entries(path, _PARAMS, _ANCHORS, _CONTENT, on_warning=warnings.append)
         except OSError as exc:
-            out.append(ScanWarning(path, exc.strerror or str(exc)))
+            failure = ScanWarning(path, exc.strerror or str(exc))
+            out.append(_Read(path, (), tuple(warnings), failure))
+            continue
+        news = tuple(
+            NewFile(e.path, dev, ino, mtime_ns, e.scan, origin=path, file_size=size)
+            for e in scanned
+        )
+        out.append(_Read(path, news, tuple(warnings), None))
     return out
 
 
@@ -95,6 +118,7 @@ def build_index(
     *,
     options: WalkOptions | None = None,
     store: IndexStore | None = None,
+    content: ContentOptions | None = None,
     wait: bool = False,
     rebuild: bool = False,
     jobs: int | None = None,
@@ -105,22 +129,27 @@ def build_index(
 ) -> IndexStats:
     """Make the index hold exactly the files under ``roots`` (under ``params``).
 
-    Files of the index under ``roots`` that the walk no longer meets are
-    removed; files elsewhere are kept; fingerprints under other parameters
-    are kept beside, never mixed. ``store`` replaces the on-disk index at
+    Each file is indexed as its entries under ``content`` (default
+    ``ContentOptions()``: normalisation ``auto``); the parameter set is
+    ``ParamSet(params, content.normalize)``. Files of the index under
+    ``roots`` that the walk no longer meets are removed; files elsewhere are
+    kept; fingerprints under other parameter sets are kept beside, never
+    mixed. ``store`` replaces the on-disk index at
     ``index`` (default location: :func:`sif.index.store.default_index_path`).
     Raises what :func:`sif.index.store.open_store` raises (``IndexInUse``,
     ``IndexCorrupt``); unreadable files are warnings. Cost: one stat per
     file, one read of each new or changed file, a commit per checkpoint.
     """
-    global _PARAMS, _ANCHORS
+    global _PARAMS, _ANCHORS, _CONTENT
     started = time.perf_counter()
     params = params or FingerprintParams()
+    content = content or ContentOptions()
+    pset = ParamSet(params, content.normalize)
     options = options or WalkOptions()
     progress = progress or NullProgress()
     jobs = jobs or os.cpu_count() or 1
     stats = IndexStats()
-    _PARAMS, _ANCHORS = params, anchors
+    _PARAMS, _ANCHORS, _CONTENT = params, anchors, content
     # The pool forks before the store is opened: workers must not inherit the
     # lock or the catalog, or a killed run would leave the lock held.
     pool = fork_pool(jobs)
@@ -131,9 +160,9 @@ def build_index(
         abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
         progress.stage("walking", None)
         cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
-        known = store.known_files(params)
+        known = store.known_files(pset)
         todo: list[_Item] = []
-        replaced: dict[str, int] = {}
+        replaced: dict[str, tuple[int, ...]] = {}
         seen: set[str] = set()
         for path, dev, ino, size, mtime in zip(
             cols.paths, cols.dev, cols.ino, cols.size, cols.mtime_ns, strict=True
@@ -145,12 +174,14 @@ def build_index(
                 continue
             if k is not None:
                 stats.changed += 1
-                replaced[path] = k.id
+                replaced[path] = k.ids
             else:
                 stats.new += 1
             todo.append((path, dev, ino, size, mtime))
-        gone = [k.id for p, k in known.items() if p not in seen and _under(p, abs_roots)]
-        stats.removed = len(gone)
+        gone = [
+            i for p, k in known.items() if p not in seen and _under(p, abs_roots) for i in k.ids
+        ]
+        stats.removed = sum(1 for p in known if p not in seen and _under(p, abs_roots))
         progress.log(
             f"{stats.new:,} new, {stats.changed:,} changed, {stats.unchanged:,} unchanged, "
             f"{stats.removed:,} removed"
@@ -162,36 +193,37 @@ def build_index(
         last = time.monotonic()
         for _, results in shared_map(_scan_batch, _batches(todo), pool):
             for r in results:
-                if isinstance(r, ScanWarning):
-                    on_warning(r)
+                for w in r.warnings:
+                    on_warning(w)
+                if r.path in replaced:  # changed (or now unreadable): its old entries go
+                    dropped.extend(replaced[r.path])
+                if r.failed is not None:
+                    on_warning(r.failed)
                     stats.failed += 1
-                    if r.path in replaced:
-                        dropped.append(replaced[r.path])  # stale: its content changed
                     continue
-                pending.append(r)
-                if r.path in replaced:
-                    dropped.append(replaced[r.path])
+                pending.extend(r.entries)
+                size = r.entries[0].disk_size if r.entries else 0
                 stats.files_read += 1
-                stats.bytes_read += r.scan.size
+                stats.bytes_read += size
                 stats.read_paths.append(r.path)
-                pending_bytes += r.scan.size
-                progress.advance(r.scan.size)
+                pending_bytes += sum(e.scan.size for e in r.entries)
+                progress.advance(size)
             if pending_bytes >= checkpoint_bytes or time.monotonic() - last >= checkpoint_seconds:
-                store.commit(params, anchors, pending, dropped)
+                store.commit(pset, anchors, pending, dropped)
                 stats.commits += 1
                 pending, dropped, pending_bytes = [], [], 0
                 last = time.monotonic()
         if pending or dropped or gone or not known:  # a run that changes nothing commits nothing
-            store.commit(params, anchors, pending, dropped + gone)
+            store.commit(pset, anchors, pending, dropped + gone)
             stats.commits += 1
         progress.stage("compacting", None)
-        store.finish(params)
+        store.finish(pset)
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
         if own_store and store is not None:
             store.close()
-        _PARAMS, _ANCHORS = None, None
+        _PARAMS, _ANCHORS, _CONTENT = None, None, None
     stats.seconds = time.perf_counter() - started
     return stats

@@ -28,10 +28,15 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 
 - ``sif_meta(key, value)``: ``app`` = ``sif``, counters ``next_file_id``,
   ``next_segment_id``, ``generation``, and ``last_params``;
-- ``params(id, key, anchors)``: one row per parameter set
-  (:meth:`FingerprintParams.key`), with the anchor set's JSON if any;
+- ``params(id, key, anchors, normalize)``: one row per parameter set
+  (:class:`sif.index.store.ParamSet`: :meth:`FingerprintParams.key` and the
+  content normalisation mode), with the anchor set's JSON if any;
 - ``files(id, params_id, path BLOB, dev, ino, size, mtime_ns, kind, digest
-  BLOB, n_fp, n_distinct, segment)``: the live files;
+  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size)``: the live
+  entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member), ``view``
+  its content view, ``size`` and ``digest`` of its content; ``origin``,
+  ``dev``, ``ino``, ``file_size`` and ``mtime_ns`` are those of the file on
+  disk that holds it, which tell whether it changed;
 - ``segments(id, params_id, name, files, rows)``;
 - ``dead(id, segment, n_fp)``: files dropped whose rows remain in a segment
   until the next compaction;
@@ -65,10 +70,18 @@ from sif.index.segments import (
     read_manifest,
     write_segment,
 )
-from sif.index.store import KnownFile, NewFile, kind_code
+from sif.index.store import (
+    LEGACY_NORMALIZE,
+    KnownFile,
+    NewFile,
+    ParamSet,
+    kind_code,
+    param_set,
+    view_code,
+)
 
 CATALOG = "catalog.duckdb"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Compact a parameter set once it has more segments than this...
 MAX_SEGMENTS = 8
@@ -108,9 +121,19 @@ def _v2(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def _v3(con: duckdb.DuckDBPyConnection) -> None:
+    # Content views (issue 7): what was indexed before them is raw, whole files.
+    con.execute(f"ALTER TABLE params ADD COLUMN normalize VARCHAR DEFAULT '{LEGACY_NORMALIZE}'")
+    con.execute("ALTER TABLE files ADD COLUMN view VARCHAR DEFAULT 'raw'")
+    con.execute("ALTER TABLE files ADD COLUMN origin BLOB")
+    con.execute("ALTER TABLE files ADD COLUMN file_size BIGINT")
+    con.execute("UPDATE files SET origin = path, file_size = size")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "files, params, segments, dead", _v1),
     (2, "similar_runs, similar_pairs", _v2),
+    (3, "content views: params.normalize, files.view, origin, file_size", _v3),
 ]
 """Registered migrations, applied in order, each in its own transaction."""
 
@@ -244,45 +267,49 @@ class DuckStore:
 
     # --- the protocol ------------------------------------------------------------------
 
-    def _params_id(self, params: FingerprintParams, anchors: AnchorSet | None) -> int:
-        key = params.key()
-        row = self._con.execute("SELECT id FROM params WHERE key = ?", [key]).fetchone()
-        if row is not None:
-            return int(row[0])
+    def _find_params(self, ps: ParamSet) -> int | None:
+        row = self._con.execute(
+            "SELECT id FROM params WHERE key = ? AND normalize = ?", [ps.params.key(), ps.normalize]
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def _params_id(self, ps: ParamSet, anchors: AnchorSet | None) -> int:
+        pid = self._find_params(ps)
+        if pid is not None:
+            return pid
         pid = int(self._con.execute("SELECT coalesce(max(id), 0) + 1 FROM params").fetchone()[0])  # type: ignore[index]
         text = anchors.to_json() if anchors is not None else None
-        self._con.execute("INSERT INTO params VALUES (?, ?, ?)", [pid, key, text])
+        self._con.execute(
+            "INSERT INTO params (id, key, anchors, normalize) VALUES (?, ?, ?, ?)",
+            [pid, ps.params.key(), text, ps.normalize],
+        )
         return pid
 
-    def known_files(self, params: FingerprintParams) -> dict[str, KnownFile]:
-        row = self._con.execute("SELECT id FROM params WHERE key = ?", [params.key()]).fetchone()
-        if row is None:
+    def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
+        pid = self._find_params(param_set(params))
+        if pid is None:
             return {}
-        cols = self._con.execute(
-            "SELECT path, id, dev, ino, size, mtime_ns FROM files WHERE params_id = ?", [row[0]]
-        ).fetchnumpy()
+        rows = self._con.execute(
+            "SELECT origin, list(id ORDER BY id), min(dev), min(ino), min(file_size), "
+            "min(mtime_ns) FROM files WHERE params_id = ? GROUP BY origin",
+            [pid],
+        ).fetchall()
         return {
-            os.fsdecode(bytes(p)): KnownFile(int(i), int(d), int(n), int(s), int(m))
-            for p, i, d, n, s, m in zip(
-                cols["path"],
-                cols["id"],
-                cols["dev"],
-                cols["ino"],
-                cols["size"],
-                cols["mtime_ns"],
-                strict=True,
+            os.fsdecode(bytes(o)): KnownFile(
+                tuple(int(i) for i in ids), int(d), int(n), int(s), int(m)
             )
+            for o, ids, d, n, s, m in rows
         }
 
     def commit(
         self,
-        params: FingerprintParams,
+        params: FingerprintParams | ParamSet,
         anchors: AnchorSet | None,
         added: Sequence[NewFile],
         dropped: Sequence[int],
     ) -> None:
         con = self._con
-        pid = self._params_id(params, anchors)
+        pid = self._params_id(param_set(params), anchors)
         first = int(self._meta("next_file_id"))
         seg_id = int(self._meta("next_segment_id"))
         name = f"seg-{seg_id:06d}"
@@ -299,6 +326,8 @@ class DuckStore:
                     f.ino,
                     f.mtime_ns,
                     f.scan.digest,
+                    view_code(f.scan.view),
+                    len(os.fsencode(f.disk_path)),
                 )
                 for i, f in zip(ids, added, strict=True)
             ]
@@ -323,11 +352,16 @@ class DuckStore:
                     "digest": np.array([f.scan.digest for f in added], dtype=object),
                     "n_fp": np.array([len(f.scan.fingerprints) for f in added], dtype=np.uint32),
                     "n_distinct": np.array([f.scan.n_distinct for f in added], dtype=np.uint32),
+                    "view": np.array([f.scan.view for f in added], dtype=object),
+                    "origin": np.array([os.fsencode(f.disk_path) for f in added], dtype=object),
+                    "file_size": np.array([f.disk_size for f in added], dtype=np.int64),
                 }
                 con.register("sif_batch", batch)
                 con.execute(
-                    "INSERT INTO files SELECT id, ?, path, dev, ino, size, mtime_ns, kind, "
-                    "digest, n_fp, n_distinct, ? FROM sif_batch",
+                    "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
+                    "digest, n_fp, n_distinct, segment, view, origin, file_size) "
+                    "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
+                    "n_distinct, ?, view, origin, file_size FROM sif_batch",
                     [pid, seg_id],
                 )
                 con.unregister("sif_batch")
@@ -353,11 +387,11 @@ class DuckStore:
             raise
         self._publish()
 
-    def finish(self, params: FingerprintParams) -> None:
-        row = self._con.execute("SELECT id FROM params WHERE key = ?", [params.key()]).fetchone()
-        if row is None:
+    def finish(self, params: FingerprintParams | ParamSet) -> None:
+        found = self._find_params(param_set(params))
+        if found is None:
             return
-        pid = int(row[0])
+        pid = found
         n_segments, rows = self._con.execute(
             "SELECT count(*), coalesce(sum(rows), 0) FROM segments WHERE params_id = ?", [pid]
         ).fetchone()  # type: ignore[misc]
@@ -391,13 +425,25 @@ class DuckStore:
             values_parts.append(values)
             id_parts.append(ids)
         cols = con.execute(
-            "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path "
-            "FROM files WHERE params_id = ? ORDER BY id",
+            "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
+            "view, octet_length(origin) AS olen FROM files WHERE params_id = ? ORDER BY id",
             [pid],
         ).fetchnumpy()
         rows = [
-            (int(i), kind_code(str(k)), int(nf), int(nd), int(s), int(d), int(n), int(m), bytes(g))
-            for i, k, nf, nd, s, d, n, m, g in zip(
+            (
+                int(i),
+                kind_code(str(k)),
+                int(nf),
+                int(nd),
+                int(s),
+                int(d),
+                int(n),
+                int(m),
+                bytes(g),
+                view_code(str(v)),
+                int(ol),
+            )
+            for i, k, nf, nd, s, d, n, m, g, v, ol in zip(
                 cols["id"],
                 cols["kind"],
                 cols["n_fp"],
@@ -407,6 +453,8 @@ class DuckStore:
                 cols["ino"],
                 cols["mtime_ns"],
                 cols["digest"],
+                cols["view"],
+                cols["olen"],
                 strict=True,
             )
         ]
@@ -442,8 +490,10 @@ class DuckStore:
         con = self._con
         params: dict[int, dict[str, Any]] = {}
         os.makedirs(os.path.join(self.root, "anchors"), exist_ok=True)
-        for pid, key, anchors in con.execute("SELECT id, key, anchors FROM params").fetchall():
-            entry: dict[str, Any] = {"key": key, "anchors": None}
+        for pid, key, anchors, normalize in con.execute(
+            "SELECT id, key, anchors, normalize FROM params"
+        ).fetchall():
+            entry: dict[str, Any] = {"key": key, "anchors": None, "normalize": normalize}
             if anchors:
                 fname = f"{AnchorSet.from_json(anchors).digest}.json"
                 path = os.path.join(self.root, "anchors", fname)

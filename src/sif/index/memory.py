@@ -8,7 +8,18 @@ import numpy as np
 
 from sif.core.anchors import AnchorSet
 from sif.fingerprint import FingerprintParams
-from sif.index.store import I64, U32, IndexedFile, KnownFile, NewFile
+from sif.index.store import (
+    I64,
+    U32,
+    FileStats,
+    IndexedFile,
+    KnownFile,
+    NewFile,
+    ParamSet,
+    kind_code,
+    param_set,
+    view_code,
+)
 
 
 class MemoryIndex:
@@ -18,27 +29,30 @@ class MemoryIndex:
     """
 
     def __init__(self) -> None:
-        self._files: dict[str, dict[int, tuple[IndexedFile, U32]]] = {}
-        self._anchors: dict[str, AnchorSet | None] = {}
-        self._order: list[FingerprintParams] = []
+        self._files: dict[ParamSet, dict[int, tuple[IndexedFile, U32, str, int]]] = {}
+        self._anchors: dict[ParamSet, AnchorSet | None] = {}
+        self._order: list[ParamSet] = []
         self._next = 1
         self.commits = 0
 
-    def known_files(self, params: FingerprintParams) -> dict[str, KnownFile]:
-        return {
-            f.path: KnownFile(f.id, f.dev, f.ino, f.size, f.mtime_ns)
-            for f, _ in self._files.get(params.key(), {}).values()
-        }
+    def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
+        out: dict[str, KnownFile] = {}
+        for f, _, origin, disk_size in self._files.get(param_set(params), {}).values():
+            k = out.get(origin)
+            ids = (*k.ids, f.id) if k is not None else (f.id,)
+            out[origin] = KnownFile(ids, f.dev, f.ino, disk_size, f.mtime_ns)
+        return out
 
     def commit(
         self,
-        params: FingerprintParams,
+        params: FingerprintParams | ParamSet,
         anchors: AnchorSet | None,
         added: Sequence[NewFile],
         dropped: Sequence[int],
     ) -> None:
-        files = self._files.setdefault(params.key(), {})
-        self._anchors[params.key()] = anchors
+        params = param_set(params)
+        files = self._files.setdefault(params, {})
+        self._anchors[params] = anchors
         if params in self._order:
             self._order.remove(params)
         self._order.insert(0, params)
@@ -57,8 +71,10 @@ class MemoryIndex:
                 f.dev,
                 f.ino,
                 f.mtime_ns,
+                s.view,
+                f.path[len(f.disk_path) :],
             )
-            files[self._next] = (info, s.fingerprints)
+            files[self._next] = (info, s.fingerprints, f.disk_path, f.disk_size)
             self._next += 1
         self.commits += 1
 
@@ -74,23 +90,23 @@ class MemoryIndex:
             int(fields.get("size", 256 * len(fps))),  # type: ignore[call-overload]
         )
         params = fields.get("params") or FingerprintParams()
-        assert isinstance(params, FingerprintParams)
+        assert isinstance(params, FingerprintParams | ParamSet)
         first = self._next
         self.commit(params, None, [NewFile(path, 0, first, 0, scan)], [])
         return first
 
-    def finish(self, params: FingerprintParams) -> None:
+    def finish(self, params: FingerprintParams | ParamSet) -> None:
         pass
 
-    def parameter_sets(self) -> list[FingerprintParams]:
+    def parameter_sets(self) -> list[ParamSet]:
         return list(self._order)
 
-    def anchors(self, params: FingerprintParams) -> AnchorSet | None:
-        return self._anchors.get(params.key())
+    def anchors(self, params: FingerprintParams | ParamSet) -> AnchorSet | None:
+        return self._anchors.get(param_set(params))
 
-    def lookup(self, params: FingerprintParams, query: U32) -> tuple[I64, U32]:
+    def lookup(self, params: FingerprintParams | ParamSet, query: U32) -> tuple[I64, U32]:
         qpos_parts, id_parts = [], []
-        for fid, (_, fps) in self._files.get(params.key(), {}).items():
+        for fid, (_, fps, _, _) in self._files.get(param_set(params), {}).items():
             pos = np.searchsorted(query, fps)
             pos = np.minimum(pos, max(len(query) - 1, 0))
             hit = query[pos] == fps if len(query) else np.zeros(len(fps), bool)
@@ -100,9 +116,26 @@ class MemoryIndex:
             return np.empty(0, np.int64), np.empty(0, np.uint32)
         return np.concatenate(qpos_parts), np.concatenate(id_parts)
 
-    def describe(self, params: FingerprintParams, ids: U32) -> dict[int, IndexedFile]:
-        files = self._files.get(params.key(), {})
+    def describe(self, params: FingerprintParams | ParamSet, ids: U32) -> dict[int, IndexedFile]:
+        files = self._files.get(param_set(params), {})
         return {int(i): files[int(i)][0] for i in ids if int(i) in files}
+
+    def file_stats(self, params: FingerprintParams | ParamSet, ids: U32) -> FileStats:
+        files = self._files.get(param_set(params), {})
+        infos = [files[int(i)][0] if int(i) in files else None for i in ids]
+
+        def col(get: object) -> I64:
+            return np.array([0 if f is None else get(f) for f in infos], dtype=np.int64)  # type: ignore[operator]
+
+        return FileStats(
+            np.asarray(ids, dtype=np.uint32),
+            np.array([f is not None for f in infos], dtype=bool),
+            col(lambda f: f.n_fp),
+            col(lambda f: f.n_distinct),
+            col(lambda f: f.size),
+            col(lambda f: kind_code(f.kind)),
+            col(lambda f: view_code(f.view)),
+        )
 
     def close(self) -> None:
         pass

@@ -15,7 +15,17 @@ from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexError_
 from sif.fingerprint import FingerprintParams
 from sif.index.segments import Manifest, Segment, read_manifest
-from sif.index.store import I64, U32, IndexedFile, kind_name
+from sif.index.store import (
+    I64,
+    LEGACY_NORMALIZE,
+    U32,
+    FileStats,
+    IndexedFile,
+    ParamSet,
+    kind_name,
+    param_set,
+    view_name,
+)
 
 #: A writer may retire a generation between our reading CURRENT and opening it.
 RETRIES = 5
@@ -39,12 +49,16 @@ class SnapshotReader:
         if manifest is None:
             raise IndexError_(f"no index at {self.root} (run 'sif index PATH...' first)")
         self.manifest: Manifest = manifest
-        self._by_key: dict[str, int] = {}
+        self._sets: dict[int, ParamSet] = {}
         for pid, entry in manifest.params.items():
             try:
-                self._by_key[FingerprintParams.from_dict(_loads(entry["key"])).key()] = pid
+                self._sets[pid] = ParamSet(
+                    FingerprintParams.from_dict(_loads(entry["key"])),
+                    entry.get("normalize") or LEGACY_NORMALIZE,
+                )
             except Exception as exc:
                 raise IndexCorrupt(f"{self.root}: unreadable parameters in manifest") from exc
+        self._by_set = {ps: pid for pid, ps in self._sets.items()}
         self._segments: dict[int, list[Segment]] = {}
         for pid in manifest.segments:  # open every segment now: later it may be gone
             self._segments[pid] = [
@@ -60,14 +74,14 @@ class SnapshotReader:
             except (OSError, ValueError) as exc:
                 raise IndexCorrupt(f"{self.root}: unreadable dead-file list ({exc})") from exc
 
-    def parameter_sets(self) -> list[FingerprintParams]:
+    def parameter_sets(self) -> list[ParamSet]:
         order = sorted(self.manifest.params, key=lambda p: p != self.manifest.last_params)
-        return [FingerprintParams.from_dict(_loads(self.manifest.params[p]["key"])) for p in order]
+        return [self._sets[p] for p in order]
 
-    def _pid(self, params: FingerprintParams) -> int | None:
-        return self._by_key.get(params.key())
+    def _pid(self, params: FingerprintParams | ParamSet) -> int | None:
+        return self._by_set.get(param_set(params))
 
-    def anchors(self, params: FingerprintParams) -> AnchorSet | None:
+    def anchors(self, params: FingerprintParams | ParamSet) -> AnchorSet | None:
         pid = self._pid(params)
         name = None if pid is None else self.manifest.params[pid].get("anchors")
         if not name:
@@ -76,7 +90,7 @@ class SnapshotReader:
 
         return load_anchors(os.path.join(self.root, "anchors", name))
 
-    def lookup(self, params: FingerprintParams, query: U32) -> tuple[I64, U32]:
+    def lookup(self, params: FingerprintParams | ParamSet, query: U32) -> tuple[I64, U32]:
         pid = self._pid(params)
         qpos_parts: list[I64] = []
         id_parts: list[U32] = []
@@ -91,7 +105,7 @@ class SnapshotReader:
             return np.empty(0, np.int64), np.empty(0, np.uint32)
         return np.concatenate(qpos_parts), np.concatenate(id_parts)
 
-    def describe(self, params: FingerprintParams, ids: U32) -> dict[int, IndexedFile]:
+    def describe(self, params: FingerprintParams | ParamSet, ids: U32) -> dict[int, IndexedFile]:
         pid = self._pid(params)
         ids = np.asarray(ids, dtype=np.uint32)
         if len(self._dead):
@@ -101,9 +115,11 @@ class SnapshotReader:
             pos, here = seg.position(ids)
             for p in pos[here]:
                 r = seg.files[p]
+                path = seg.path(int(p))
+                olen = int(r["olen"])
                 out[int(r["id"])] = IndexedFile(
                     id=int(r["id"]),
-                    path=os.fsdecode(seg.path(int(p))),
+                    path=os.fsdecode(path),
                     size=int(r["size"]),
                     kind=kind_name(int(r["kind"])),
                     digest=bytes(r["digest"]),
@@ -112,8 +128,31 @@ class SnapshotReader:
                     dev=int(r["dev"]),
                     ino=int(r["ino"]),
                     mtime_ns=int(r["mtime_ns"]),
+                    view=view_name(int(r["view"])),
+                    member=os.fsdecode(path[olen:]),
                 )
         return out
+
+    def file_stats(self, params: FingerprintParams | ParamSet, ids: U32) -> FileStats:
+        pid = self._pid(params)
+        ids = np.asarray(ids, dtype=np.uint32)
+        n = len(ids)
+        found = np.zeros(n, dtype=bool)
+        cols = {
+            c: np.zeros(n, dtype=np.int64) for c in ("n_fp", "n_distinct", "size", "kind", "view")
+        }
+        for seg in self._segments.get(pid, []) if pid is not None else []:
+            pos, here = seg.position(ids)
+            here &= ~found
+            records = seg.files[pos[here]]
+            for c, col in cols.items():
+                col[here] = records[c]
+            found |= here
+        if len(self._dead):
+            found &= ~np.isin(ids, self._dead)
+        return FileStats(
+            ids, found, cols["n_fp"], cols["n_distinct"], cols["size"], cols["kind"], cols["view"]
+        )
 
     def close(self) -> None:
         self._segments = {}

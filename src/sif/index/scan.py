@@ -1,90 +1,190 @@
-"""The one per-file function of the index: path -> (kind, digest, fingerprints).
+"""The one per-file function of the index: path -> entries -> (kind, digest, fingerprints).
 
-Each file is read once: the same blocks feed the fingerprints, the BLAKE3
-digest of the whole content (for exact copies) and the sample that decides
-the kind (:func:`sif.content.kind_of`). Content views (issue 7) hook in
-here, between the read and the fingerprints.
+A file on disk becomes its content views (:func:`sif.content.entries`): one
+entry for a plain file, the decompressed content of a gzip/bzip2/xz/zstd
+file, one entry per archive member (``a.zip!/dir/x.txt``), PostScript
+without its prolog, the strings of an ELF file, and under ``--normalize
+markup|code`` the text of markup or the tokens of code. Each entry is read
+once: the same blocks feed the fingerprints, the BLAKE3 digest of its
+content (for exact copies) and, for a query, the values of all its windows
+(:mod:`sif.core.windows`).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import blake3
 import numpy as np
 import numpy.typing as npt
 
-from sif.content import SAMPLE_SIZE, kind_of
+from sif.content import RAW, SAMPLE_SIZE, ContentOptions, Entry, entries, kind_of
 from sif.core.anchors import AnchorSet
+from sif.core.rolling import as_bytes_array
+from sif.core.windows import WindowSample, fold32, window_values
+from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams, fingerprint_reader
+
+if TYPE_CHECKING:
+    from sif.walk import FileRecord
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 
+__all__ = ["DIGEST_SIZE", "ScannedEntry", "ScannedFile", "fold32", "scan_entries", "scan_file"]
+
 DIGEST_SIZE = 32
-"""Bytes of the BLAKE3 content digest kept per file."""
+"""Bytes of the BLAKE3 content digest kept per entry."""
 
 
 @dataclass(frozen=True)
 class ScannedFile:
-    """What one read of a file gives the index.
+    """What one read of an entry's content gives the index.
 
     ``fingerprints`` are the stored 32-bit values (see :func:`fold32`), in
     the order of their windows, with multiplicity; ``size`` is the number of
-    bytes actually read (the file may have changed since it was stat'ed).
+    bytes of content actually read (a file may have changed since it was
+    stat'ed); ``view`` the name of the content view. For a query only,
+    ``windows`` holds the sampled distinct values of all its windows and
+    ``scale`` what one of them stands for (:class:`sif.core.windows.WindowSample`).
     """
 
     kind: str
     digest: bytes
     fingerprints: U32
     size: int
+    view: str = RAW
+    windows: U32 | None = None
+    scale: int = 1
 
     @property
     def n_distinct(self) -> int:
         return len(np.unique(self.fingerprints))
 
 
-def fold32(values: U64) -> U32:
-    """64-bit (or narrower) fingerprint values -> well-mixed 32-bit stored values.
+@dataclass(frozen=True)
+class ScannedEntry:
+    """An entry of a file on disk and its scan: ``path`` is ``origin`` or ``origin!/member``."""
 
-    The splitmix64 finaliser, then the high half: ``winnow`` values are
-    already mixed, but ``sif94`` values hold 22-24 bits and ``anchors``
-    values are structured, and the index buckets on the high bits, so all
-    are mixed alike. Pure and vectorised; O(n).
-    """
-    z = values.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        z += np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    return (z >> np.uint64(32)).astype(np.uint32)
+    path: str
+    origin: str
+    label: str
+    scan: ScannedFile
+
+
+def _scan_stream(
+    f: object,
+    kind: str,
+    view: str,
+    params: FingerprintParams,
+    anchors: AnchorSet | None,
+    windows: bool,
+) -> ScannedFile:
+    hasher = blake3.blake3()
+    sample = WindowSample() if windows else None
+    tail = b""  # the last w - 1 bytes: windows across blocks
+    read = 0
+    w = params.window
+
+    def on_block(view_: memoryview) -> None:
+        nonlocal read, tail
+        hasher.update(view_)
+        read += len(view_)
+        if sample is not None:
+            data = tail + bytes(view_)
+            sample.add(
+                window_values(as_bytes_array(data), params.scheme, w, params.k, params.modulus_bits)
+            )
+            tail = data[-(w - 1) :] if w > 1 else b""
+
+    fps = fingerprint_reader(f, params, anchors=anchors, on_block=on_block)
+    return ScannedFile(
+        kind,
+        hasher.digest(),
+        fold32(fps.values),
+        read,
+        view,
+        None if sample is None else sample.values(),
+        1 if sample is None else sample.scale,
+    )
 
 
 def scan_file(
     path: str | os.PathLike[str],
     params: FingerprintParams,
     anchors: AnchorSet | None = None,
+    *,
+    windows: bool = False,
 ) -> ScannedFile:
-    """Read the file at ``path`` once: its kind, BLAKE3 digest and fingerprints.
+    """Read the file at ``path`` once, as it is (the raw view): kind, digest, fingerprints.
 
-    Raises ``OSError`` when the file cannot be opened or read (the caller
-    turns it into a :class:`sif.events.ScanWarning`). Cost: one sequential
-    read of the file in 1 MiB blocks, BLAKE3 and the fingerprint kernel over
-    each block; memory O(block).
+    ``windows`` also samples the values of all its windows (for a query).
+    Raises ``OSError`` when the file cannot be opened or read. Cost: one
+    sequential read in 1 MiB blocks, BLAKE3 and the fingerprint kernel over
+    each block (and with ``windows`` the window values: about 10 ns a byte);
+    memory O(block).
     """
-    hasher = blake3.blake3()
-    sample = bytearray()
-    read = 0
-
-    def on_block(view: memoryview) -> None:
-        nonlocal read
-        hasher.update(view)
-        read += len(view)
-        if len(sample) < SAMPLE_SIZE:
-            sample.extend(view[: SAMPLE_SIZE - len(sample)])
-
     with open(path, "rb", buffering=0) as f:
-        fps = fingerprint_reader(f, params, anchors=anchors, on_block=on_block)
-    return ScannedFile(kind_of(sample), hasher.digest(), fold32(fps.values), read)
+        head = os.pread(f.fileno(), SAMPLE_SIZE, 0)
+        return _scan_stream(f, kind_of(head), RAW, params, anchors, windows)
+
+
+def scan_entry(
+    entry: Entry,
+    params: FingerprintParams,
+    anchors: AnchorSet | None = None,
+    *,
+    windows: bool = False,
+) -> ScannedFile:
+    """Scan one entry of :func:`sif.content.entries` (read it before drawing the next).
+
+    Raises ``OSError`` when its content cannot be read. Cost and memory as
+    :func:`scan_file`; a streamed entry is never held whole.
+    """
+    if entry.file is not None:
+        with open(entry.file, "rb", buffering=0) as f:
+            return _scan_stream(f, entry.kind, entry.view.name, params, anchors, windows)
+    with entry.open() as f:
+        return _scan_stream(f, entry.kind, entry.view.name, params, anchors, windows)
+
+
+def scan_entries(
+    path: str | os.PathLike[str],
+    params: FingerprintParams,
+    anchors: AnchorSet | None = None,
+    content: ContentOptions | None = None,
+    *,
+    record: FileRecord | None = None,
+    windows: bool = False,
+    on_warning: WarningSink = ignore_warning,
+) -> list[ScannedEntry]:
+    """Every entry of the file at ``path`` under ``content`` (default: auto), scanned.
+
+    Problems with the content (a corrupt archive, a bomb, a limit) are
+    warnings to ``on_warning`` and the rest goes on (see
+    :func:`sif.content.entries`). Raises ``OSError`` when the file itself
+    cannot be read (an empty list is never returned for a readable file).
+    Cost: reading the file once, plus decompression; memory bounded by
+    ``content.max_entry_bytes`` per nesting level.
+    """
+    origin = os.fspath(path)
+    held: list[ScanWarning] = []  # until an entry comes: without one they become the error
+
+    def warn(w: ScanWarning) -> None:
+        if out:
+            on_warning(w)
+        else:
+            held.append(w)
+
+    out: list[ScannedEntry] = []
+    for entry in entries(origin, record, content, on_warning=warn):
+        scan = scan_entry(entry, params, anchors, windows=windows)
+        if not out:
+            for w in held:
+                on_warning(w)
+        out.append(ScannedEntry(entry.path, origin, str(entry.view), scan))
+    if not out:
+        raise OSError(held[-1].cause if held else "no content")
+    return out

@@ -50,20 +50,23 @@ BUCKET_BITS = 16
 #: From this many rows a segment stores 16-bit remainders under 2^16 buckets.
 BUCKET_MIN_ROWS = 1 << 18
 
-FILE_DTYPE = np.dtype(
-    [
-        ("id", "<u4"),
-        ("kind", "u1"),
-        ("n_fp", "<u4"),
-        ("n_distinct", "<u4"),
-        ("size", "<i8"),
-        ("dev", "<u8"),
-        ("ino", "<u8"),
-        ("mtime_ns", "<i8"),
-        ("digest", "V32"),
-    ]
-)
-"""Per-file record of a segment (77 bytes, unaligned). ``kind``: index into ``KINDS``."""
+_V1_FIELDS = [
+    ("id", "<u4"),
+    ("kind", "u1"),
+    ("n_fp", "<u4"),
+    ("n_distinct", "<u4"),
+    ("size", "<i8"),
+    ("dev", "<u8"),
+    ("ino", "<u8"),
+    ("mtime_ns", "<i8"),
+    ("digest", "V32"),
+]
+FILE_DTYPE_V1 = np.dtype(_V1_FIELDS)
+"""Per-file record of segments written before content views: every file raw and whole."""
+FILE_DTYPE = np.dtype([*_V1_FIELDS, ("view", "u1"), ("olen", "<u4")])
+"""Per-entry record of a segment (82 bytes, unaligned). ``kind``: index into ``KINDS``;
+``view``: index into ``VIEW_NAMES``; ``olen``: bytes of the path that name the file on
+disk (the rest, ``!/member``, names an archive member)."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +161,15 @@ def write_segment(
 
 
 def make_files(rows: Sequence[tuple[Any, ...]], paths: Sequence[bytes]) -> SegmentFiles:
-    """A :class:`SegmentFiles` from records (tuples in :data:`FILE_DTYPE` order) and paths."""
-    records = np.array(rows, dtype=FILE_DTYPE)
+    """A :class:`SegmentFiles` from records (tuples in :data:`FILE_DTYPE` order) and paths.
+
+    A record without the last two fields is a raw, whole file.
+    """
+    full = [
+        r if len(r) == len(FILE_DTYPE.names or ()) else (*r, 0, len(p))
+        for r, p in zip(rows, paths, strict=True)
+    ]
+    records = np.array(full, dtype=FILE_DTYPE)
     order = np.argsort(records["id"], kind="stable")
     records = records[order]
     ordered = [paths[i] for i in order]
@@ -179,7 +189,7 @@ class Segment:
             self.offsets: U32 | None = (
                 np.load(off, mmap_mode="r") if self.fp.dtype == np.uint16 else None
             )
-            self.files = np.load(os.path.join(directory, "files.npy"), mmap_mode="r")
+            files = np.load(os.path.join(directory, "files.npy"), mmap_mode="r")
             self.fid = np.load(os.path.join(directory, "fid.npy"), mmap_mode="r")
             self.path_offsets = np.load(os.path.join(directory, "paths_off.npy"), mmap_mode="r")
             # Held open: a writer may unlink a retired segment while we read it.
@@ -188,6 +198,9 @@ class Segment:
             raise
         except (OSError, ValueError) as exc:
             raise IndexCorrupt(f"{directory}: unreadable index segment ({exc})") from exc
+        if files.dtype == FILE_DTYPE_V1:  # before content views: raw, whole files
+            files = _upgrade(np.asarray(files), np.asarray(self.path_offsets))
+        self.files = files
         self.width = _width(len(self.files))
         rows = len(self.fp)
         if (
@@ -263,6 +276,16 @@ class Segment:
         """The raw path bytes of the file at ``pos``."""
         start, end = int(self.path_offsets[pos]), int(self.path_offsets[pos + 1])
         return os.pread(self._paths_fd, end - start, start)
+
+
+def _upgrade(old: npt.NDArray[Any], path_offsets: I64) -> npt.NDArray[Any]:
+    """Records of :data:`FILE_DTYPE_V1` as :data:`FILE_DTYPE` (view raw, whole files)."""
+    new = np.zeros(len(old), dtype=FILE_DTYPE)
+    for name in FILE_DTYPE_V1.names or ():
+        new[name] = old[name]
+    if len(path_offsets) == len(old) + 1:
+        new["olen"] = np.diff(path_offsets)
+    return new
 
 
 def _bound(

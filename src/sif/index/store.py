@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sif.core.anchors import AnchorSet
+from sif.errors import ConfigError
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import ScannedFile
 
@@ -41,11 +42,48 @@ def default_index_path() -> str:
     return os.path.join(platformdirs.user_cache_dir("sif"), "index")
 
 
+#: Normalisation of an index made before content views (schema 1): every file raw.
+LEGACY_NORMALIZE = "raw"
+
+
+@dataclass(frozen=True)
+class ParamSet:
+    """What the fingerprints of one part of the index were made with.
+
+    ``params``: the fingerprint parameters; ``normalize``: the content
+    normalisation mode (:data:`sif.content.NORMALIZE_MODES`) that turned
+    files into entries. Two sets differ when either differs, and the index
+    never compares fingerprints across sets. Raises :class:`ConfigError` for
+    an unknown mode.
+    """
+
+    params: FingerprintParams
+    normalize: str = "auto"
+
+    def __post_init__(self) -> None:
+        from sif.content import NORMALIZE_MODES
+
+        if self.normalize not in NORMALIZE_MODES:
+            raise ConfigError(f"unknown normalisation {self.normalize!r}")
+
+    def __str__(self) -> str:
+        return f"{self.params.key()} --normalize {self.normalize}"
+
+
+def param_set(p: FingerprintParams | ParamSet) -> ParamSet:
+    """``p`` as a :class:`ParamSet` (bare fingerprint parameters: ``normalize="auto"``)."""
+    return p if isinstance(p, ParamSet) else ParamSet(p)
+
+
 @dataclass(frozen=True)
 class KnownFile:
-    """What the index remembers of a file to tell whether it changed."""
+    """What the index remembers of a file on disk to tell whether it changed.
 
-    id: int
+    ``ids``: its entries (one for a plain file, one per member of an
+    archive); ``size``: the file's size on disk.
+    """
+
+    ids: tuple[int, ...]
     dev: int
     ino: int
     size: int
@@ -54,13 +92,29 @@ class KnownFile:
 
 @dataclass(frozen=True)
 class NewFile:
-    """A file read by ``sif index``, ready to be committed."""
+    """An entry read by ``sif index``, ready to be committed.
+
+    ``path`` is the entry's path (``a.zip!/x.txt`` for a member); ``origin``
+    the file on disk that holds it (default: ``path``) and ``file_size`` that
+    file's size when it was read (default: the bytes of the entry), which
+    the next run compares with the disk to tell whether it changed.
+    """
 
     path: str
     dev: int
     ino: int
     mtime_ns: int
     scan: ScannedFile
+    origin: str | None = None
+    file_size: int | None = None
+
+    @property
+    def disk_path(self) -> str:
+        return self.origin if self.origin is not None else self.path
+
+    @property
+    def disk_size(self) -> int:
+        return self.file_size if self.file_size is not None else self.scan.size
 
 
 @dataclass(frozen=True)
@@ -77,20 +131,41 @@ class IndexedFile:
     dev: int
     ino: int
     mtime_ns: int
+    view: str = "raw"
+    member: str = ""
+    """The part of ``path`` inside the file on disk (``!/x.txt``), ``""`` for a whole file."""
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """Per-file figures of many indexed files at once, as arrays in the order of ``ids``.
+
+    ``found`` says which ids are live files of the set; the other arrays
+    hold 0 where it is false. ``kind`` and ``view`` are codes
+    (:func:`kind_code`, :func:`view_code`).
+    """
+
+    ids: U32
+    found: npt.NDArray[np.bool_]
+    n_fp: I64
+    n_distinct: I64
+    size: I64
+    kind: I64
+    view: I64
 
 
 class IndexReader(Protocol):
     """Reads the last committed state of an index."""
 
-    def parameter_sets(self) -> list[FingerprintParams]:
+    def parameter_sets(self) -> list[ParamSet]:
         """The parameter sets the index holds fingerprints for, most recent first."""
         ...
 
-    def anchors(self, params: FingerprintParams) -> AnchorSet | None:
+    def anchors(self, params: FingerprintParams | ParamSet) -> AnchorSet | None:
         """The anchor set stored with ``params`` (scheme ``anchors``), else ``None``."""
         ...
 
-    def lookup(self, params: FingerprintParams, query: U32) -> tuple[I64, U32]:
+    def lookup(self, params: FingerprintParams | ParamSet, query: U32) -> tuple[I64, U32]:
         """Rows under ``params`` whose value is in ``query`` (sorted, unique 32-bit values).
 
         Returns (position in ``query``, file id), one pair per matching row of
@@ -98,8 +173,12 @@ class IndexReader(Protocol):
         """
         ...
 
-    def describe(self, params: FingerprintParams, ids: U32) -> dict[int, IndexedFile]:
+    def describe(self, params: FingerprintParams | ParamSet, ids: U32) -> dict[int, IndexedFile]:
         """The live files among ``ids``."""
+        ...
+
+    def file_stats(self, params: FingerprintParams | ParamSet, ids: U32) -> FileStats:
+        """Sizes, fingerprint counts, kinds and views of ``ids``, vectorised (for scoring)."""
         ...
 
     def close(self) -> None: ...
@@ -108,13 +187,13 @@ class IndexReader(Protocol):
 class IndexStore(Protocol):
     """The writer's side: exclusive while open."""
 
-    def known_files(self, params: FingerprintParams) -> dict[str, KnownFile]:
-        """Every live file under ``params``, by path."""
+    def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
+        """Every file on disk with live entries under ``params``, by its path on disk."""
         ...
 
     def commit(
         self,
-        params: FingerprintParams,
+        params: FingerprintParams | ParamSet,
         anchors: AnchorSet | None,
         added: Sequence[NewFile],
         dropped: Sequence[int],
@@ -126,7 +205,7 @@ class IndexStore(Protocol):
         """
         ...
 
-    def finish(self, params: FingerprintParams) -> None:
+    def finish(self, params: FingerprintParams | ParamSet) -> None:
         """End of a run: tidy storage (compaction) without changing the content."""
         ...
 
@@ -172,3 +251,15 @@ def kind_name(code: int) -> str:
     from sif.content import KINDS
 
     return KINDS[code]
+
+
+def view_code(view: str) -> int:
+    from sif.content import VIEW_NAMES
+
+    return VIEW_NAMES.index(view)
+
+
+def view_name(code: int) -> str:
+    from sif.content import VIEW_NAMES
+
+    return VIEW_NAMES[code]
