@@ -6,6 +6,7 @@ import sysconfig
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,6 +94,14 @@ def test_winnow_numpy_equals_numba_on_the_stdlib() -> None:
     assert len(files) > 400
     for path in files[::4]:
         assert_same_winnow(arr(path.read_bytes()), 50, 511, 8)
+
+
+def test_winnow_numba_output_grows_when_more_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = np.random.default_rng(3).integers(0, 256, 20_000, dtype=np.uint8)
+    expected = winnow_select(data, 50, 7, 8, jit=False)
+    monkeypatch.setattr("sif.core.kernels._room", lambda m, ww: 1)
+    got = winnow_select(data, 50, 7, 8, jit=True)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
 
 def naive_sliding_argmin(values: np.ndarray, ww: int) -> list[int]:

@@ -90,7 +90,7 @@ def _rescan(
         dead_until = max(dead_until, e)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _winnow_kernel(
     data: U8,
     window: int,
@@ -102,6 +102,14 @@ def _winnow_kernel(
     out_values: U64,
 ) -> int:  # pragma: no cover
     """Write the kept starts to ``out`` and their values to ``out_values``; return how many.
+
+    Returns the full count even when it exceeds ``len(out)`` (then only the
+    first ``len(out)`` are written: the caller runs again with room).
+
+    The hot loop carries only the rolling hash (window i from window i - 1:
+    one multiply and one add on the dependency chain), fmix64, the ring
+    store and one comparison; it leaves at the first event (a new minimum,
+    the minimum expiring, a dead window), which the general step handles.
 
     The last ``ww`` window values live in a ring (a few KB, so it stays in
     L1 cache; a full array of values would cost a page fault every 512
@@ -126,31 +134,54 @@ def _winnow_kernel(
     # Section 2: "a table of all possible values of (t_i p^49) mod M for all 256 byte
     # values": a lookup instead of a multiply in the rolling update.
     outgoing = np.empty(256, dtype=np.uint64)
+    pw = top_power * base
     for b in range(256):
-        outgoing[b] = np.uint64(b) * top_power
+        outgoing[b] = np.uint64(b) * pw
     h = np.uint64(0)
-    for j in range(window - 1):
+    for j in range(window):
         h = h * base + np.uint64(data[j])
+    cap = out.shape[0]
     dead_until = -1  # windows up to here are known to be degenerate
     mpos = 0
     mval = none
     tested = True  # whether the current minimum has passed the degeneracy test
     last = -1
     n = 0
-    for i in range(m):
-        h = h * base + np.uint64(data[i + window - 1])
-        if i <= dead_until:
-            x = none
-        else:
-            x = h ^ (h >> np.uint64(33))
-            x *= np.uint64(FMIX_C1)
-            x ^= x >> np.uint64(33)
-            x *= np.uint64(FMIX_C2)
-            x ^= x >> np.uint64(33)
-            if x == none:
-                x = np.uint64(0xFFFFFFFFFFFFFFFE)
-        h -= outgoing[data[i]]
-        ring[i & mask] = x
+    i = 0
+    while i < m:
+        have_x = False
+        if i >= ww and i > dead_until:
+            # The common case, kept lean: no dead window, the minimum neither replaced
+            # nor expiring (then nothing is emitted); leave at the first event.
+            stop = min(m, mpos + ww)
+            while i < stop:
+                h = h * base + (np.uint64(data[i + window - 1]) - outgoing[data[i - 1]])
+                x = h ^ (h >> np.uint64(33))
+                x *= np.uint64(FMIX_C1)
+                x ^= x >> np.uint64(33)
+                x *= np.uint64(FMIX_C2)
+                x ^= x >> np.uint64(33)
+                x -= np.uint64(x == none)
+                ring[i & mask] = x
+                if x <= mval:
+                    have_x = True
+                    break
+                i += 1
+            if i >= m:
+                break
+        if not have_x:
+            if i:
+                h = h * base + (np.uint64(data[i + window - 1]) - outgoing[data[i - 1]])
+            if i <= dead_until:
+                x = none
+            else:
+                x = h ^ (h >> np.uint64(33))
+                x *= np.uint64(FMIX_C1)
+                x ^= x >> np.uint64(33)
+                x *= np.uint64(FMIX_C2)
+                x ^= x >> np.uint64(33)
+                x -= np.uint64(x == none)
+            ring[i & mask] = x
         if x <= mval:
             mpos = i
             mval = x
@@ -173,23 +204,36 @@ def _winnow_kernel(
             if mpos != last:
                 last = mpos
                 if mval != none:
-                    out[n] = mpos
-                    out_values[n] = mval
+                    if n < cap:
+                        out[n] = mpos
+                        out_values[n] = mval
                     n += 1
+        i += 1
     return n
 
 
+def _room(m: int, ww: int) -> int:
+    # Four times the expected count 2m / (ww + 1): rarely exceeded, a few KB per MB.
+    return 8 * m // (ww + 1) + 64
+
+
 def winnow_jit(data: U8, window: int, ww: int, max_period: int, base: int) -> tuple[I64, U64]:
-    """:func:`sif.core.sampling.winnow_select` in one numba pass (``ww <= windows``)."""
+    """:func:`sif.core.sampling.winnow_select` in one numba pass (``ww <= windows``).
+
+    The output is sized for four times the expected density ``2 / (ww + 1)``
+    (a few KB per MB instead of 16 bytes a byte); an input that keeps more
+    (long decreasing runs) is counted in full and run once more with room.
+    """
     m = len(data) - window + 1
-    # Worst case one start per window (decreasing values); untouched pages cost nothing.
-    out = np.empty(m, dtype=np.int64)
-    out_values = np.empty(m, dtype=np.uint64)
-    top = pow(base, window - 1, 1 << 64)
-    n = _winnow_kernel(
-        data, window, ww, max_period, np.uint64(base), np.uint64(top), out, out_values
-    )
-    return out[:n].copy(), out_values[:n].copy()
+    top = np.uint64(pow(base, window - 1, 1 << 64))
+    cap = _room(m, ww)
+    while True:
+        out = np.empty(cap, dtype=np.int64)
+        out_values = np.empty(cap, dtype=np.uint64)
+        n = _winnow_kernel(data, window, ww, max_period, np.uint64(base), top, out, out_values)
+        if n <= cap:
+            return out[:n], out_values[:n]
+        cap = n
 
 
 # --- anchors ----------------------------------------------------------------
