@@ -25,6 +25,11 @@ those whose low ``level`` bits are 0, ``level`` raised until they fit
 (adaptive sampling). The subset is defined by the value, so a window is in
 it in the query exactly when it is in it in B; each of B's values is in it
 with probability ``2^-level``, and the hits are scaled by ``2^level``.
+The number of B's values in the subset is itself random (binomial), which
+adds to the error: about 6% of the estimate when B is as long as the query
+(measured on a 4 MB query: 41.8% where 36.9% of the windows survived, B
+holding 264 values in the subset where 244 were expected). Counting each
+file's values by trailing zero bits at index time would remove that term.
 
 Pure: arrays in, arrays out, no I/O.
 """
