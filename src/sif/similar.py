@@ -56,6 +56,7 @@ import numpy.typing as npt
 
 from sif.core.anchors import AnchorSet
 from sif.core.rolling import as_bytes_array, window_hashes
+from sif.core.windows import distinct_windows
 from sif.errors import ConfigError, IndexError_
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams
@@ -102,9 +103,11 @@ WITH
     FROM fp GROUP BY fp, file_id, grp
   ),
   -- Figure 1: the set of files holding each fingerprint, shared by 2..max_df files;
-  -- the set is named by an order-free signature of its (file, multiplicity) members
+  -- the set is named by an order-free signature of its (file, multiplicity) members;
+  -- one integer per member is hashed: hash(id, mult) combines linearly, so the xor of
+  -- two members of equal multiplicity would cancel it and merge sets that differ in it
   sets AS (
-    SELECT fp, grp, bit_xor(hash(id, mult)) AS sig, count(*) AS n
+    SELECT fp, grp, bit_xor(hash(id::UBIGINT * 4294967296 + mult)) AS sig, count(*) AS n
     FROM m GROUP BY fp, grp
     HAVING count(*) BETWEEN 2 AND $max_df
   ),
@@ -350,6 +353,74 @@ def collate(
         return out, stopped
     order = np.argsort(key, kind="stable")
     return {k: v[order] for k, v in cols.items()}, stopped
+
+
+# --- estimates --------------------------------------------------------------------
+
+
+def sampling_tier(params: FingerprintParams, size: npt.ArrayLike) -> I64:
+    """The winnowing window each file of ``size`` bytes was fingerprinted with (vectorised).
+
+    ``winnow`` with ``min_fingerprints = N`` winnows a file of ``m`` windows
+    with ``min(W, max(1, m // N))`` (never more than ``m``): the small-file
+    tier (see :mod:`sif.fingerprint`). Every other scheme samples all files
+    alike: the tier is 0 for all. Pure; O(n).
+    """
+    sizes = np.asarray(size, dtype=np.int64)
+    if params.scheme != "winnow":
+        return np.zeros(sizes.shape, dtype=np.int64)
+    m = sizes - params.window + 1
+    ww = np.full(sizes.shape, int(params.winnow_window or 1), dtype=np.int64)
+    if params.min_fingerprints:
+        ww = np.minimum(ww, np.maximum(1, m // params.min_fingerprints))
+    return np.asarray(np.maximum(1, np.minimum(ww, m)), dtype=np.int64)
+
+
+def pair_estimates(
+    shared: F64,
+    size_a: npt.ArrayLike,
+    n_fp_a: npt.ArrayLike,
+    n_distinct_a: npt.ArrayLike,
+    size_b: npt.ArrayLike,
+    n_fp_b: npt.ArrayLike,
+    n_distinct_b: npt.ArrayLike,
+    params: FingerprintParams,
+) -> tuple[F64, F64, F64]:
+    """Estimated (C(A in B), C(B in A), Jaccard) of pairs sharing ``shared`` fingerprints.
+
+    Files sampled alike (the same winnowing window, :func:`sampling_tier`):
+    ``shared / n_distinct`` of each side, as the paper counts. Files of
+    different tiers (a small file winnowed densely, a large one at the
+    nominal density): in a region the two share, the sparser file's
+    fingerprints are, edges aside, a subset of the denser one's (a window
+    that is the least of a wide neighbourhood is also the least of a
+    narrower one inside it), so the shared fingerprints count the shared
+    windows at the *sparser* file's rate, its distinct fingerprints per
+    distinct window (:func:`sif.core.windows.distinct_windows`). Then
+    shared windows = shared / rate, and C(A in B) = shared windows over A's
+    distinct windows; dividing by A's own (denser) count instead would
+    understate a small file held by a large one by the ratio of their
+    densities. All capped at 1. Vectorised; O(pairs).
+    """
+    na = np.maximum(np.asarray(n_distinct_a, dtype=np.float64), 1.0)
+    nb = np.maximum(np.asarray(n_distinct_b, dtype=np.float64), 1.0)
+    wa = distinct_windows(size_a, n_fp_a, n_distinct_a, params.window)
+    wb = distinct_windows(size_b, n_fp_b, n_distinct_b, params.window)
+    ta, tb = sampling_tier(params, size_a), sampling_tier(params, size_b)
+    # The sparser side's rate, where the tiers differ; each side's own where alike.
+    rate_a = np.where(ta == tb, na / wa, np.where(ta > tb, na / wa, nb / wb))
+    rate_b = np.where(ta == tb, nb / wb, np.where(ta > tb, na / wa, nb / wb))
+    inter_a = shared / rate_a  # shared distinct windows, as seen from A
+    inter_b = shared / rate_b
+    a_in_b = np.minimum(inter_a / wa, 1.0)
+    b_in_a = np.minimum(inter_b / wb, 1.0)
+    inter = np.minimum(np.minimum(inter_a, inter_b), np.minimum(wa, wb))
+    jac = np.where(
+        ta == tb,
+        shared / np.maximum(na + nb - shared, 1.0),
+        inter / np.maximum(wa + wb - inter, 1.0),
+    )
+    return a_in_b, b_in_a, np.minimum(jac, 1.0)
 
 
 # --- exact containment over all windows -------------------------------------------
@@ -767,8 +838,8 @@ def find_similar(
             _store_pairs(con, key, cols, stats.stopped)
         stats.seconds_collate = time.perf_counter() - t0
         stats.pairs_collated = len(cols["a"])
-        window = int(getattr(params, "params", params).window)
-        pairs = _score(cols, files, options, window, stats, on_warning, progress)
+        fp_params = getattr(params, "params", params)
+        pairs = _score(cols, files, options, fp_params, stats, on_warning, progress)
         if options.exact and stats.exact_pairs:
             _save_exact(con, cols)
     finally:
@@ -812,12 +883,13 @@ def _score(
     cols: dict[str, npt.NDArray[Any]],
     files: dict[str, npt.NDArray[Any]],
     options: SimilarOptions,
-    window: int,
+    params: FingerprintParams,
     stats: SimilarStats,
     on_warning: WarningSink,
     progress: Progress,
 ) -> list[SimilarPair]:
     """Scores, filters and threshold over all collated pairs (vectorised), then values."""
+    window = params.window
     ids = np.asarray(files["id"], dtype=np.uint32)
     ia = np.searchsorted(ids, cols["a"])
     ib = np.searchsorted(ids, cols["b"])
@@ -826,10 +898,16 @@ def _score(
     ia, ib = np.minimum(ia, len(ids) - 1), np.minimum(ib, len(ids) - 1)
     ok &= (ids[ia] == cols["a"]) & (ids[ib] == cols["b"])
     shared = cols["shared"].astype(np.float64)
-    na = np.maximum(files["n_distinct"][ia], 1).astype(np.float64)
-    nb = np.maximum(files["n_distinct"][ib], 1).astype(np.float64)
-    a_in_b = np.minimum(shared / na, 1.0)
-    b_in_a = np.minimum(shared / nb, 1.0)
+    a_in_b, b_in_a, jac = pair_estimates(
+        shared,
+        files["size"][ia],
+        files["n_fp"][ia],
+        files["n_distinct"][ia],
+        files["size"][ib],
+        files["n_fp"][ib],
+        files["n_distinct"][ib],
+        params,
+    )
     est = 100.0 * np.maximum(a_in_b, b_in_a)
     size = files["size"].astype(np.float64)
     if options.size_ratio is not None:
@@ -855,7 +933,6 @@ def _score(
     else:
         keep = ok & (est >= t) & (cols["shared"] >= options.min_shared)
     with np.errstate(divide="ignore", invalid="ignore"):
-        jac = shared / np.maximum(na + nb - shared, 1.0)
         nfa = np.maximum(files["n_fp"][ia], 1).astype(np.float64)
         nfb = np.maximum(files["n_fp"][ib], 1).astype(np.float64)
         pa = 100.0 * cols["hits_b"] / nfa
