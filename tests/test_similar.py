@@ -24,6 +24,8 @@ from sif.similar import (
     collate,
     exact_containment,
     find_similar,
+    pair_estimates,
+    sampling_tier,
     similar_groups,
     similar_sets,
     window_set,
@@ -68,6 +70,53 @@ def test_contained_file_is_found(tmp_path: Path) -> None:
     assert small_in_large >= 0.9
     assert p.score >= 90
     assert len(result.pairs) == 1  # type: ignore[attr-defined]
+
+
+def test_small_files_in_a_large_one_are_found_with_the_tier(tmp_path: Path) -> None:
+    # Five 3 KB passages of unrelated modules, each whole inside one large file.
+    smalls = [module(20 + i)[5000:8000] for i in range(5)]
+    write(tmp_path / "t/large.py", b"".join(s + module(30 + i) for i, s in enumerate(smalls)))
+    for i, s in enumerate(smalls):
+        write(tmp_path / f"t/s{i}.py", s)
+    result = run(tmp_path / "t", tmp_path / "idx")
+    scores = []
+    for i in range(5):
+        p = pair_of(result, f"s{i}.py", "large.py")
+        assert p is not None, i
+        small = p.a if p.a.path.endswith(f"s{i}.py") else p.b
+        assert small.n_fp >= 20  # the tier: at least 20 fingerprints (W = 147, not 511)
+        scores.append(p.score)
+    # Density-aware: about 100%; shared / n_distinct(small) would give about 147 / 511.
+    assert 75 <= float(np.mean(scores)) <= 100
+
+
+def test_pair_estimates_scale_to_the_sparser_side() -> None:
+    from sif import fingerprint as fpmod
+    from sif.index.build import DEFAULT_PARAMS
+
+    sizes = np.array([49, 50, 60, 200, 1000, 5000, 10_268, 10_269, 10_270, 10**6])
+    expected = [fpmod._effective(DEFAULT_PARAMS, int(n)) if n >= 50 else 1 for n in sizes]
+    assert sampling_tier(DEFAULT_PARAMS, sizes).tolist() == expected
+    # Alike (two large files): shared over each side's distinct fingerprints.
+    ab, ba, jac = pair_estimates(
+        np.array([50.0]), [10**6], [4000], [4000], [10**6], [5000], [5000], DEFAULT_PARAMS
+    )
+    assert (ab[0], ba[0]) == pytest.approx((50 / 4000, 50 / 5000))
+    assert jac[0] == pytest.approx(50 / 8950)
+    # A small file (1,049 bytes, 1,000 windows, W = 50: 40 fingerprints) and a large one
+    # (1 / 256 of its windows): 4 shared = 4 * 256 = 1,024 windows: all of the small one.
+    ab, ba, _ = pair_estimates(
+        np.array([2.0, 4.0]),
+        [1049, 1049],
+        [40, 40],
+        [40, 40],
+        [256_049] * 2,
+        [1000] * 2,
+        [1000] * 2,
+        DEFAULT_PARAMS,
+    )
+    assert ab.tolist() == pytest.approx([0.512, 1.0])
+    assert ba.tolist() == pytest.approx([2 / 1000, 4 / 1000])
 
 
 def test_reorganised_file_with_permuted_blocks(tmp_path: Path) -> None:

@@ -35,9 +35,13 @@ The pipeline, each stage feeding the next:
    (:func:`similar_sets`).
 
 Estimates, not counts of substrings: the containment is the share of the
-smaller file's *distinct* fingerprints that the other holds. Stop-fingerprints
-stay in the denominators, so boilerplate shared by a pair lowers its
-estimate slightly rather than making unrelated files look alike.
+smaller file's *distinct* fingerprints that the other holds, when both files
+were sampled alike. A small file is sampled more densely (the index's
+small-file tier, at least 20 fingerprints a file): then the shared
+fingerprints count the shared windows at the sparser file's rate, and the
+estimate is scaled by it (:func:`pair_estimates`). Stop-fingerprints stay in
+the denominators, so boilerplate shared by a pair lowers its estimate
+slightly rather than making unrelated files look alike.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from sif.core.windows import distinct_windows
 from sif.errors import ConfigError, IndexError_
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams
-from sif.index.build import IndexStats, build_index
+from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index
 from sif.index.segments import BUCKET_BITS, Segment
 from sif.walk import WalkOptions
 
@@ -195,9 +199,10 @@ class SimilarFile:
 class SimilarPair:
     """Two similar files (``a`` before ``b`` by path). Shares are fractions in [0, 1].
 
-    ``a_in_b``/``b_in_a``: the estimated containment, shared distinct
-    fingerprints over each file's distinct fingerprints; ``jaccard`` the
-    estimated resemblance; ``percent_a_in_b``/``percent_b_in_a``: the paper's
+    ``a_in_b``/``b_in_a``: the estimated containment (:func:`pair_estimates`:
+    shared distinct fingerprints over each file's distinct fingerprints, scaled
+    to the sparser file's density when a small file was sampled more densely);
+    ``jaccard`` the estimated resemblance; ``percent_a_in_b``/``percent_b_in_a``: the paper's
     percentage, the rows of the other file holding the shared fingerprints
     over the file's fingerprints (multiplicity: it can exceed 100);
     ``exact_a_in_b``/``exact_b_in_a``: with ``exact``, C(A,B) and C(B,A) over
@@ -785,7 +790,7 @@ def find_similar(
     started = time.perf_counter()
     options = options or SimilarOptions()
     progress = progress or NullProgress()
-    params = params or FingerprintParams()
+    params = params or DEFAULT_PARAMS
     root_list = [os.path.abspath(os.fspath(r)) for r in roots]
     if not root_list:
         raise ConfigError("no PATH given")

@@ -13,6 +13,7 @@ import pytest
 from sif.errors import IndexCorrupt, IndexInUse, IndexParamsMismatch
 from sif.fingerprint import make_params
 from sif.index import MemoryIndex, ParamSet, build_index, open_reader, open_store
+from sif.index.build import DEFAULT_PARAMS
 from sif.index.duck import SCHEMA_VERSION
 from sif.index.segments import BUCKET_MIN_ROWS, Segment, make_files, write_segment
 from sif.query import match_scan, query_files, resolve_params
@@ -109,7 +110,7 @@ def test_indexing_another_root_keeps_the_first(tmp_path: Path) -> None:
     build_index([tmp_path / "a"], tmp_path / "idx", jobs=1)
     build_index([tmp_path / "b"], tmp_path / "idx", jobs=1)
     with open_store(tmp_path / "idx") as store:  # type: ignore[attr-defined]
-        assert len(store.known_files(make_params())) == 7
+        assert len(store.known_files(DEFAULT_PARAMS)) == 7
         (version,) = store.catalog().execute("SELECT max(version) FROM sif_migrations").fetchone()
         assert version == SCHEMA_VERSION
 
@@ -122,11 +123,11 @@ def test_other_parameters_are_indexed_beside_never_mixed(tmp_path: Path) -> None
     stats = build_index([tmp_path / "t"], idx, sif94, jobs=1)
     assert stats.new == 5  # fingerprinted again, beside
     reader = open_reader(idx)
-    assert set(reader.parameter_sets()) == {ParamSet(make_params()), ParamSet(sif94)}
+    assert set(reader.parameter_sets()) == {ParamSet(DEFAULT_PARAMS), ParamSet(sif94)}
     assert reader.parameter_sets()[0] == ParamSet(sif94)  # the last run's
     copy = tmp_path / "copy.txt"
     copy.write_bytes(files[0].read_bytes())
-    for p in (make_params(), sif94):
+    for p in (DEFAULT_PARAMS, sif94):
         [res] = query_files([copy], reader, p)
         assert [m.path for m in res.matches] == [str(files[0])]
         assert res.matches[0].exact and res.matches[0].percent == 100

@@ -19,6 +19,7 @@ from sif.content import ContentOptions, strip_postscript
 from sif.errors import IndexParamsMismatch
 from sif.fingerprint import fingerprint, make_params
 from sif.index import ParamSet, build_index, open_reader, scan_entries
+from sif.index.build import DEFAULT_PARAMS
 from sif.query import query_files
 from treeutil import write
 
@@ -56,7 +57,7 @@ def test_members_and_decompressed_content_are_found(tmp_path: Path) -> None:
     tree = make_tree(tmp_path)
     build_index([tree["t"]], tmp_path / "idx", jobs=1)
     reader = open_reader(tmp_path / "idx")
-    assert reader.parameter_sets() == [ParamSet(make_params(), "auto")]
+    assert reader.parameter_sets() == [ParamSet(DEFAULT_PARAMS, "auto")]
     write(tmp_path / "q" / "x.txt", text(1))
     write(tmp_path / "q" / "doc.txt", text(3))
     [x] = query_files([tmp_path / "q" / "x.txt"], reader, threshold=50)

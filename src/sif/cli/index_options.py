@@ -46,7 +46,8 @@ def fingerprint_options(func: F) -> F:
         click.option(
             "--min-fingerprints",
             type=int,
-            help="Small-file floor: at least this many fingerprints per file (0: off).",
+            help="Small-file floor: at least this many fingerprints per file "
+            "(winnow: 20 by default; 0: off).",
         ),
     ]
     for opt in reversed(options):
@@ -111,6 +112,10 @@ def params_from_options(
             scheme = "winnow"
         else:
             return None, None
+    if scheme == "winnow" and min_fingerprints is None:  # the index's small-file tier
+        from sif.index.build import SMALL_FILE_FINGERPRINTS
+
+        given["min_fingerprints"] = SMALL_FILE_FINGERPRINTS
     if scheme != "anchors" and anchors_file:
         raise ConfigError("--anchors goes with --scheme anchors")
     anchors = load_anchors(anchors_file) if anchors_file else None
