@@ -323,3 +323,14 @@ def test_rethreshold_opens_no_file_under_the_tree() -> None:
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout)
     assert got == {"reused": True, "read": 0, "warnings": [], "pairs": [["a.py", "b.py"]]}
+
+
+def test_exact_chunks_keep_a_component_together() -> None:
+    from sif.similar import _chunks
+
+    a = [(j, 1, "a", 2 + j, f"x{j}") for j in range(4)]  # a star around file 1
+    b = [(10 + j, 20, "b", 21 + j, f"y{j}") for j in range(4)]  # another around file 20
+    chunks = _chunks(a + b, 2)
+    assert sorted(sorted(c) for c in chunks) == [a, b]
+    assert sum(len(c) for c in _chunks(a + b, 3)) == 8  # a component cut when too large
+    assert _chunks([], 4) == []
