@@ -509,6 +509,40 @@ class RecordColumns:
         self.mtime_ns.frombytes(mtime_ns)
         self.nlink.frombytes(nlink)
 
+    def digest(self) -> str:
+        """A digest of every file's path, device, inode, size and mtime, as hex.
+
+        Two walks that met the same files with the same stat fields give the
+        same digest, whatever the order in which processes returned their
+        directories (directories are put in path order; the files of one
+        directory, which the walker keeps together, in readdir order, which is
+        stable while the directory is unchanged). ``nlink`` is left out: a new
+        hard link elsewhere changes no content. Cost: a sort of the directories,
+        one stable argsort of the files (numpy), a hash of about 40 bytes a
+        file plus its name (blake2b, ~5 ms for 40k files).
+        """
+        import hashlib
+
+        import numpy as np
+
+        h = hashlib.blake2b(digest_size=16)
+        by_path = sorted(range(len(self.dirs)), key=self.dirs.__getitem__)
+        rank = np.empty(len(self.dirs), dtype=np.int64)
+        rank[by_path] = np.arange(len(self.dirs))
+        dir_rank = rank[np.frombuffer(self.dir_of, dtype=np.uint32)] if len(self) else rank[:0]
+        order = np.argsort(dir_rank, kind="stable")
+        names = self.names
+        h.update(b"%d\0" % len(self))
+        h.update("\0".join([self.dirs[i] for i in by_path]).encode("utf-8", "surrogateescape"))
+        h.update(b"\0\0")
+        h.update("\0".join([names[i] for i in order.tolist()]).encode("utf-8", "surrogateescape"))
+        h.update(dir_rank[order].tobytes())
+        for col, dtype in ((self.dev, np.uint64), (self.ino, np.uint64)):
+            h.update(np.frombuffer(col, dtype=dtype)[order].tobytes())
+        for col in (self.size, self.mtime_ns):
+            h.update(np.frombuffer(col, dtype=np.int64)[order].tobytes())
+        return h.hexdigest()
+
     def absorb(self, other: RecordColumns) -> None:
         """Append all of ``other``."""
         base = len(self.dirs)

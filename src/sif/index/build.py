@@ -61,6 +61,10 @@ class IndexStats:
     seconds: float = 0.0
     read_paths: list[str] = field(default_factory=list, repr=False)
     """Paths read in this run, in completion order (tests assert what was re-read)."""
+    walk_digest: str = ""
+    """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
+    exactly those files, unless ``failed`` (a stat walk giving the same digest later
+    means nothing under the roots changed)."""
 
 
 # Set before the pool forks, so that workers inherit them instead of receiving
@@ -171,6 +175,7 @@ def build_index(
         abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
         progress.stage("walking", None)
         cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
+        stats.walk_digest = cols.digest()
         known = store.known_files(pset)
         todo: list[_Item] = []
         replaced: dict[str, tuple[int, ...]] = {}
