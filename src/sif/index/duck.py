@@ -40,10 +40,12 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 - ``segments(id, params_id, name, files, rows)``;
 - ``dead(id, segment, n_fp)``: files dropped whose rows remain in a segment
   until the next compaction;
-- ``similar_runs(run_key, stopped, pairs, created)`` and ``similar_pairs(a, b,
-  shared, hits_a, hits_b, exact_ab, exact_ba)``: the pair counts of the last
-  ``sif similar`` run (:mod:`sif.similar`), valid while the generation in
-  ``run_key`` is current.
+- ``similar_runs(run_key, stopped, pairs, created, walk_digest)`` and
+  ``similar_pairs(a, b, shared, hits_a, hits_b, exact_ab, exact_ba)``: the pair
+  counts of the last ``sif similar`` run (:mod:`sif.similar`), valid while the
+  generation in ``run_key`` is current; ``walk_digest`` is the digest of the stat
+  walk that the index matched then (:meth:`sif.walk.RecordColumns.digest`), or
+  NULL, so that a re-threshold can tell with a walk alone that nothing changed.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import duckdb
 import numpy as np
 
 from sif.core.anchors import AnchorSet
-from sif.errors import IndexCorrupt, IndexInUse
+from sif.errors import IndexCorrupt, IndexError_, IndexInUse
 from sif.fingerprint import FingerprintParams
 from sif.index.segments import (
     Manifest,
@@ -81,7 +83,7 @@ from sif.index.store import (
 )
 
 CATALOG = "catalog.duckdb"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Compact a parameter set once it has more segments than this...
 MAX_SEGMENTS = 8
@@ -130,28 +132,54 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("UPDATE files SET origin = path, file_size = size")
 
 
+def _v4(con: duckdb.DuckDBPyConnection) -> None:
+    # The walk the stored pairs were made from: a re-threshold compares it and skips the
+    # catalog work of an index update when nothing under the roots changed.
+    con.execute("ALTER TABLE similar_runs ADD COLUMN walk_digest VARCHAR")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "files, params, segments, dead", _v1),
     (2, "similar_runs, similar_pairs", _v2),
     (3, "content views: params.normalize, files.view, origin, file_size", _v3),
+    (4, "similar_runs.walk_digest", _v4),
 ]
 """Registered migrations, applied in order, each in its own transaction."""
 
 
 class DuckStore:
-    """The :class:`sif.index.store.IndexStore` on disk. See the module docstring."""
+    """The :class:`sif.index.store.IndexStore` on disk. See the module docstring.
 
-    def __init__(self, root: str, *, wait: bool = False, rebuild: bool = False) -> None:
+    ``read_only``: the catalog is opened read-only (DuckDB writes nothing, not
+    even its WAL), under the same lock, and nothing is created, migrated or
+    recovered: :class:`sif.errors.IndexError_` if there is no catalog yet,
+    :class:`IndexCorrupt` if its schema is not :data:`SCHEMA_VERSION` (opening
+    it for writing migrates it). For a reader of the catalog that changes
+    nothing (a re-threshold of ``sif similar``); the protocol's writes fail.
+    """
+
+    def __init__(
+        self, root: str, *, wait: bool = False, rebuild: bool = False, read_only: bool = False
+    ) -> None:
         self.root = os.path.abspath(root)
+        if read_only and not os.path.exists(os.path.join(self.root, CATALOG)):
+            raise IndexError_(f"no index at {self.root} yet")
         os.makedirs(self.root, exist_ok=True)
         self._lock_fd = self._lock(wait)
         try:
+            if read_only:
+                self._con = self._connect(read_only=True)
+                self._check_schema()
+                return
             if rebuild:
                 self._wipe()
             self._con = self._connect()
             self._migrate()
             self._recover()
         except BaseException:
+            con = getattr(self, "_con", None)
+            if con is not None:
+                con.close()
             self._unlock()
             raise
 
@@ -194,12 +222,15 @@ class DuckStore:
 
     # --- the catalog ----------------------------------------------------------------
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _connect(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         path = os.path.join(self.root, CATALOG)
         try:
-            # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB -> 0.27 MB
-            # for 2,450 files); the setting only applies when the file is created.
-            con = duckdb.connect(path, config={"default_block_size": "16384"})
+            if read_only:
+                con = duckdb.connect(path, read_only=True)
+            else:
+                # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB ->
+                # 0.27 MB for 2,450 files); the setting only applies when the file is created.
+                con = duckdb.connect(path, config={"default_block_size": "16384"})
             tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
             if tables and "sif_meta" in tables:
                 app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
@@ -235,6 +266,17 @@ class DuckStore:
                 "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)", [version, name]
             )
             con.execute("COMMIT")
+
+    def _check_schema(self) -> None:
+        try:
+            row = self._con.execute("SELECT max(version) FROM sif_migrations").fetchone()
+        except duckdb.Error as exc:
+            raise IndexCorrupt(f"{self.root}: catalog without migrations") from exc
+        if row is None or row[0] != SCHEMA_VERSION:
+            raise IndexCorrupt(
+                f"{self.root}: index schema {row[0] if row else None}, this sif reads "
+                f"{SCHEMA_VERSION} read-only; open it for writing to migrate it"
+            )
 
     def _meta(self, key: str) -> str:
         row = self._con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchone()
