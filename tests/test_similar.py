@@ -174,6 +174,37 @@ def test_stored_pairs_reused_then_invalidated_by_a_change(tmp_path: Path) -> Non
     assert not changed.stats.reused and changed.pairs == ()  # type: ignore[attr-defined]
 
 
+def test_rethreshold_skips_the_index_update_until_a_file_is_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sif.similar
+
+    write(tmp_path / "t/a.py", module(14))
+    write(tmp_path / "t/b.py", module(14)[:20000] + module(15)[:5000])
+    first = run(tmp_path / "t", tmp_path / "idx", threshold=25)
+    assert not first.stats.reused and len(first.pairs) == 1  # type: ignore[attr-defined]
+    # Same walk: the stored pairs, without the index update (nor its catalog work).
+    with monkeypatch.context() as m:
+        m.setattr(sif.similar, "build_index", None)  # called, it would raise
+        again = run(tmp_path / "t", tmp_path / "idx", threshold=50)
+    assert again.stats.reused and again.stats.index.unchanged == 2  # type: ignore[attr-defined]
+    assert len(again.pairs) == 1  # type: ignore[attr-defined]
+    # b rewritten in place with unrelated content of the same size, mtime moved on
+    # (touch): the walk differs, b is read again and the stale pairs are not used.
+    b = tmp_path / "t/b.py"
+    st = b.stat()
+    b.write_bytes(module(16)[: st.st_size])
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    touched = run(tmp_path / "t", tmp_path / "idx", threshold=50)
+    assert not touched.stats.reused  # type: ignore[attr-defined]
+    assert touched.stats.index.read_paths == [str(b)]  # type: ignore[attr-defined]
+    assert touched.pairs == ()  # type: ignore[attr-defined]
+    # A touch alone (same bytes, new mtime) is noticed too: re-read, same pairs.
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
+    retouched = run(tmp_path / "t", tmp_path / "idx", threshold=50)
+    assert retouched.stats.index.read_paths == [str(b)]  # type: ignore[attr-defined]
+
+
 def test_partial_counts_of_hash_partitions_add_up(tmp_path: Path) -> None:
     import duckdb
 
