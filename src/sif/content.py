@@ -311,6 +311,8 @@ def sniff(sample: bytes, name: str = "") -> str:
         return "tex"
     if _TROFF_STRONG.match(sample):
         return "troff"
+    if not (sample[:1] in (b".", b"'") or b"\n." in sample or b"\n'" in sample):
+        return TEXT  # no line starts a request: skip the regex (most text)
     requests = len(_TROFF_REQUEST.findall(sample))
     lines = sample.count(b"\n") + 1
     # A few request lines make troff when the name says so; otherwise a tenth of the lines.
@@ -1110,7 +1112,13 @@ def _leaf(
 ) -> Iterator[Entry]:
     """The one entry of content that is not a container."""
     o = scan.options
-    text_kind = kind_of(head)
+    # sniff() decided text or binary already for all but the magic-number kinds.
+    if kind == TEXT or kind in MARKUPS:
+        text_kind = TEXT
+    elif kind == BINARY:
+        text_kind = BINARY
+    else:
+        text_kind = kind_of(head)
     normaliser = _normaliser(kind, text_kind, name, head, o.normalize)
     if normaliser is None and on_disk and not decoded:
         yield Entry(display, scan.origin, text_kind, View(RAW, text_kind), size, file=scan.origin)

@@ -529,7 +529,7 @@ def fingerprint_reader(
         if len(head) < block:
             size = len(head)
     if size is not None and size < block:  # small: read it whole, its actual length decides
-        data = _read_rest(read) if head is None else head
+        data = _read_rest(read, size) if head is None else head
         if on_block is not None and data:
             on_block(memoryview(data))
         arr = np.frombuffer(data, dtype=np.uint8)
@@ -553,10 +553,15 @@ def fingerprint_reader(
     return Fingerprints(values, offsets, p)
 
 
-def _read_rest(read: Fill) -> bytes:
-    """Everything ``read`` gives until its end."""
+def _read_rest(read: Fill, hint: int = DEFAULT_BLOCK_SIZE) -> bytes:
+    """Everything ``read`` gives until its end; ``hint``: the expected length.
+
+    The buffer is sized by the hint (plus one byte, to see the end in one
+    read): a fresh 1 MiB buffer for each small file cost more than its
+    fingerprints.
+    """
     parts = []
-    buf = bytearray(DEFAULT_BLOCK_SIZE)
+    buf = bytearray(max(hint + 1, 4096))
     while n := read(memoryview(buf)):
         parts.append(bytes(buf[:n]))
     return b"".join(parts)

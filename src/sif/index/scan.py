@@ -12,6 +12,7 @@ content (for exact copies) and, for a query, the values of all its windows
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -59,8 +60,9 @@ class ScannedFile:
     windows: U32 | None = None
     scale: int = 1
 
-    @property
+    @functools.cached_property
     def n_distinct(self) -> int:
+        """Distinct fingerprints; computed once (the commit asks more than once)."""
         return len(np.unique(self.fingerprints))
 
 
@@ -100,7 +102,7 @@ def _scan_stream(
             tail = data[-(w - 1) :] if w > 1 else b""
 
     fps = fingerprint_reader(f, params, anchors=anchors, on_block=on_block)
-    return ScannedFile(
+    scanned = ScannedFile(
         kind,
         hasher.digest(),
         fold32(fps.values),
@@ -109,6 +111,8 @@ def _scan_stream(
         None if sample is None else sample.values(),
         1 if sample is None else sample.scale,
     )
+    _ = scanned.n_distinct  # computed here, in the worker, and pickled with the result
+    return scanned
 
 
 def scan_file(
