@@ -365,3 +365,40 @@ def test_exact_chunks_keep_a_component_together() -> None:
     assert sorted(sorted(c) for c in chunks) == [a, b]
     assert sum(len(c) for c in _chunks(a + b, 3)) == 8  # a component cut when too large
     assert _chunks([], 4) == []
+
+
+def test_normalize_options_reach_the_index_and_never_mix(tmp_path: Path) -> None:
+    """--raw and the default view are parameter sets of their own; PostScript prologs differ."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from sif.cli import main
+
+    data = Path(__file__).parent / "data" / "content"
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(data / "ps-a.ps", tree / "a.ps")
+    shutil.copy(data / "ps-b.ps", tree / "b.ps")
+    index = str(tmp_path / "idx")
+    runner = CliRunner()
+    raw = runner.invoke(
+        main,
+        ["similar", "--index", index, "--raw", "-t", "20", "--format", "json", "-q", str(tree)],
+    )
+    auto = runner.invoke(
+        main, ["similar", "--index", index, "-t", "20", "--format", "json", "-q", str(tree)]
+    )
+    assert raw.exit_code == 0, raw.output
+    assert auto.exit_code == 0, auto.output
+    # Same prolog, different pages: similar as raw bytes, not once the prolog is gone.
+    assert raw.stdout.strip() != ""
+    assert auto.stdout.strip() == ""
+    from sif.index import open_reader
+
+    reader = open_reader(index)
+    try:
+        modes = sorted(getattr(p, "normalize", "auto") for p in reader.parameter_sets())
+    finally:
+        reader.close()
+    assert modes == ["auto", "raw"]

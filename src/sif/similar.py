@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.core.rolling import as_bytes_array, window_hashes
 from sif.core.windows import distinct_windows
@@ -72,6 +73,7 @@ from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
 from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index
 from sif.index.segments import BUCKET_BITS, Segment
+from sif.index.store import ParamSet
 from sif.walk import WalkOptions, parallel_walk
 
 U32 = npt.NDArray[np.uint32]
@@ -820,10 +822,14 @@ def find_similar(
     jobs: int | None = None,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     partitions: int = 1,
+    content: ContentOptions | None = None,
     on_warning: WarningSink = ignore_warning,
     progress: Progress | None = None,
 ) -> SimilarResult:
     """All groups of similar files under ``roots`` (the paper's section 4).
+
+    ``content`` says how files become content views (default: ``auto``); each
+    normalisation is a parameter set of its own in the index, never mixed.
 
     Brings the index at ``index`` up to date first (see
     :func:`sif.index.build_index`: only new and changed files are read), then
@@ -856,7 +862,7 @@ def find_similar(
         return _find(
             root_list,
             index,
-            params,
+            ParamSet(params, content.normalize) if content is not None else params,
             anchors,
             options,
             walk,
@@ -878,7 +884,7 @@ def find_similar(
 def _find(
     root_list: list[str],
     index: str | os.PathLike[str] | None,
-    params: FingerprintParams,
+    params: FingerprintParams | ParamSet,
     anchors: AnchorSet | None,
     options: SimilarOptions,
     walk: WalkOptions | None,
@@ -895,7 +901,7 @@ def _find(
     from sif.index import open_store
     from sif.index.duck import DuckStore
 
-    fp_params = getattr(params, "params", params)
+    fp_params = params.params if isinstance(params, ParamSet) else params
     if not options.exact:  # --exact may need to read and store scores: the full path
         reused = _reuse_unchanged(
             root_list, index, params, options, walk, jobs, on_warning, progress, stats
@@ -904,11 +910,13 @@ def _find(
             cols, files = reused
             pairs = _score(cols, files, options, fp_params, stats, on_warning, progress)
             return _result(pairs, options, stats, started)
+    normalize = getattr(params, "normalize", None)
     stats.index = build_index(
         root_list,
         index,
-        params,
+        fp_params,
         anchors,
+        content=ContentOptions(normalize=normalize) if normalize else None,
         options=walk,
         jobs=jobs,
         on_warning=on_warning,
@@ -966,7 +974,7 @@ def _find(
 def _reuse_unchanged(
     root_list: list[str],
     index: str | os.PathLike[str] | None,
-    params: FingerprintParams,
+    params: FingerprintParams | ParamSet,
     options: SimilarOptions,
     walk: WalkOptions | None,
     jobs: int,

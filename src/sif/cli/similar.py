@@ -18,7 +18,13 @@ from sif.cli.common import (
     quiet_option,
     walk_options,
 )
-from sif.cli.index_options import fingerprint_options, index_option, params_from_options
+from sif.cli.index_options import (
+    content_options,
+    fingerprint_options,
+    index_option,
+    normalize_from_options,
+    params_from_options,
+)
 from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 
 
@@ -70,6 +76,7 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 )
 @index_option
 @fingerprint_options
+@content_options
 @click.option(
     "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
 )
@@ -93,6 +100,8 @@ def similar(
     window: int | None,
     k: int | None,
     min_fingerprints: int | None,
+    normalize: str | None,
+    raw: bool,
     jobs: int | None,
     from_file: Any,
     null: bool,
@@ -111,6 +120,7 @@ def similar(
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
+    from sif.content import ContentOptions
     from sif.errors import SifError
     from sif.index import default_index_path, open_reader
     from sif.report import human_size, write_similar
@@ -131,6 +141,7 @@ def similar(
         sets=sets,
     )
     params, anchors = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
+    mode = normalize_from_options(normalize, raw)
     location = index or default_index_path()
     if params is None:
         try:  # the parameters of the index's last run, as 'sif index' does
@@ -154,6 +165,7 @@ def similar(
             walk=walk,
             jobs=jobs,
             memory_limit=memory_limit,
+            content=ContentOptions(normalize=mode) if mode else None,
             on_warning=warnings,
             progress=progress,
         )
