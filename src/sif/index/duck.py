@@ -55,6 +55,7 @@ import errno
 import fcntl
 import os
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -74,6 +75,7 @@ from sif.index.segments import (
 )
 from sif.index.store import (
     LEGACY_NORMALIZE,
+    KnownColumns,
     KnownFile,
     NewFile,
     ParamSet,
@@ -328,28 +330,27 @@ class DuckStore:
         return pid
 
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
+        return self.known_columns(params).by_origin()
+
+    def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
+        """One row per live entry (unordered). Cost: a scan of ``files`` with no sort and
+        a decode of each origin (~15 ms for 38k files)."""
         pid = self._find_params(param_set(params))
         if pid is None:
-            return {}
-        # One row per entry, grouped here: a list aggregate and fetchall cost 3x more.
+            return KnownColumns.empty()
         cols = self._con.execute(
-            "SELECT origin, id, dev, ino, file_size, mtime_ns FROM files "
-            "WHERE params_id = ? ORDER BY origin, id",
+            "SELECT origin, id, dev, ino, file_size, mtime_ns FROM files WHERE params_id = ?",
             [pid],
         ).fetchnumpy()
-        origins = [os.fsdecode(bytes(o)) for o in cols["origin"]]
-        ids = cols["id"].tolist()
-        dev, ino = cols["dev"].tolist(), cols["ino"].tolist()
-        size, mtime = cols["file_size"].tolist(), cols["mtime_ns"].tolist()
-        out: dict[str, KnownFile] = {}
-        start = 0
-        for i in range(1, len(origins) + 1):
-            if i == len(origins) or origins[i] != origins[start]:
-                # An origin's entries (rows start..i-1) share its (dev, ino, size, mtime).
-                o = start
-                out[origins[o]] = KnownFile(tuple(ids[o:i]), dev[o], ino[o], size[o], mtime[o])
-                start = i
-        return out
+        enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        return KnownColumns(
+            [o.decode(enc, errors) for o in cols["origin"]],
+            np.asarray(cols["id"], dtype=np.uint32),
+            np.asarray(cols["dev"], dtype=np.uint64),
+            np.asarray(cols["ino"], dtype=np.uint64),
+            np.asarray(cols["file_size"], dtype=np.int64),
+            np.asarray(cols["mtime_ns"], dtype=np.int64),
+        )
 
     def commit(
         self,

@@ -13,6 +13,7 @@ from sif.index.store import (
     U32,
     FileStats,
     IndexedFile,
+    KnownColumns,
     KnownFile,
     NewFile,
     ParamSet,
@@ -36,12 +37,18 @@ class MemoryIndex:
         self.commits = 0
 
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
-        out: dict[str, KnownFile] = {}
-        for f, _, origin, disk_size in self._files.get(param_set(params), {}).values():
-            k = out.get(origin)
-            ids = (*k.ids, f.id) if k is not None else (f.id,)
-            out[origin] = KnownFile(ids, f.dev, f.ino, disk_size, f.mtime_ns)
-        return out
+        return self.known_columns(params).by_origin()
+
+    def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
+        rows = list(self._files.get(param_set(params), {}).values())
+        return KnownColumns(
+            [origin for _, _, origin, _ in rows],
+            np.array([f.id for f, _, _, _ in rows], dtype=np.uint32),
+            np.array([f.dev for f, _, _, _ in rows], dtype=np.uint64),
+            np.array([f.ino for f, _, _, _ in rows], dtype=np.uint64),
+            np.array([size for _, _, _, size in rows], dtype=np.int64),
+            np.array([f.mtime_ns for f, _, _, _ in rows], dtype=np.int64),
+        )
 
     def commit(
         self,

@@ -26,6 +26,7 @@ from sif.fingerprint import FingerprintParams
 from sif.index.scan import ScannedFile
 
 U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
 ENV_VAR = "SIF_INDEX"
@@ -88,6 +89,44 @@ class KnownFile:
     ino: int
     size: int
     mtime_ns: int
+
+
+@dataclass(frozen=True)
+class KnownColumns:
+    """Every live entry of a parameter set, one row per entry, as columns, in no order.
+
+    ``origins[i]`` is the path on disk of the file that holds entry ``ids[i]``;
+    ``dev``, ``ino``, ``size`` (the file's size on disk) and ``mtime_ns`` are
+    that file's, so all rows of one origin agree on them. What ``sif index``
+    compares a walk with, without a Python object per file.
+    """
+
+    origins: list[str]
+    ids: U32
+    dev: U64
+    ino: U64
+    size: I64
+    mtime_ns: I64
+
+    @classmethod
+    def empty(cls) -> KnownColumns:
+        return cls([], *(np.empty(0, t) for t in (np.uint32, np.uint64, np.uint64)),
+                   np.empty(0, np.int64), np.empty(0, np.int64))  # fmt: skip
+
+    def by_origin(self) -> dict[str, KnownFile]:
+        """The rows grouped by origin, entry ids ascending. Cost: a Python loop over rows."""
+        order = np.argsort(self.ids, kind="stable")
+        ids, dev, ino = self.ids[order].tolist(), self.dev[order].tolist(), self.ino[order].tolist()
+        size, mtime = self.size[order].tolist(), self.mtime_ns[order].tolist()
+        origins = self.origins
+        out: dict[str, KnownFile] = {}
+        for j, i in enumerate(order.tolist()):
+            k = out.get(origins[i])
+            if k is None:
+                out[origins[i]] = KnownFile((ids[j],), dev[j], ino[j], size[j], mtime[j])
+            else:
+                out[origins[i]] = KnownFile((*k.ids, ids[j]), k.dev, k.ino, k.size, k.mtime_ns)
+        return out
 
 
 @dataclass(frozen=True)
@@ -189,6 +228,10 @@ class IndexStore(Protocol):
 
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
         """Every file on disk with live entries under ``params``, by its path on disk."""
+        ...
+
+    def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
+        """The same as :meth:`known_files`, one row per entry, as columns (no grouping)."""
         ...
 
     def commit(
