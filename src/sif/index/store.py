@@ -110,8 +110,10 @@ class KnownColumns:
 
     @classmethod
     def empty(cls) -> KnownColumns:
-        return cls([], *(np.empty(0, t) for t in (np.uint32, np.uint64, np.uint64)),
-                   np.empty(0, np.int64), np.empty(0, np.int64))  # fmt: skip
+        i64 = np.empty(0, np.int64)
+        return cls(
+            [], np.empty(0, np.uint32), np.empty(0, np.uint64), np.empty(0, np.uint64), i64, i64
+        )
 
     def by_origin(self) -> dict[str, KnownFile]:
         """The rows grouped by origin, entry ids ascending. Cost: a Python loop over rows."""
