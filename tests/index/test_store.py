@@ -57,6 +57,19 @@ def test_segment_lookup_matches_brute_force(tmp_path: Path, rows: int) -> None:
     assert seg.path(5) == b"/f5"
 
 
+def test_front_coded_paths_read_back(tmp_path: Path) -> None:
+    long = b"/" + b"x" * 300  # a shared prefix longer than MAX_LCP
+    paths = [b"/a/b/c%d" % i for i in range(100)] + [long + b"/1", long + b"/22", b"/", b"/a"]
+    paths += [os.fsencode("/d/\udcff\u00e9")] + [b"/a/b/c1" * 3] * 3
+    recs = [(i + 1, 0, 1, 1, 10, 0, i, 0, b"\0" * 32) for i in range(len(paths))]
+    write_segment(
+        str(tmp_path / "seg"), make_files(recs, paths), [np.ones(1, np.uint32)] * len(paths)
+    )
+    seg = Segment(str(tmp_path / "seg"))
+    assert [seg.path(i) for i in range(len(paths))] == paths
+    assert os.path.getsize(tmp_path / "seg" / "paths.bin") < sum(map(len, paths)) // 2
+
+
 def test_scoring_on_the_memory_double() -> None:
     idx = MemoryIndex()
     params = make_params()
