@@ -90,6 +90,29 @@ def test_small_files_in_a_large_one_are_found_with_the_tier(tmp_path: Path) -> N
     assert 75 <= float(np.mean(scores)) <= 100
 
 
+def test_pairs_of_small_files_are_scored_exactly_and_stored(tmp_path: Path) -> None:
+    from sif.similar import SMALL_EXACT_BYTES
+
+    text = module(20)
+    a, b = text[:900], text[300:900] + module(21)[:300]
+    assert max(len(a), len(b)) < SMALL_EXACT_BYTES
+    write(tmp_path / "t/a.txt", a)
+    write(tmp_path / "t/b.txt", b)
+    write(tmp_path / "t/c.txt", module(22))  # large: its pairs keep the estimate
+    want = exact_containment(window_set(b, 50), window_set(a, 50))[0]
+    first = run(tmp_path / "t", tmp_path / "idx", threshold=25)
+    assert first.stats.exact_pairs == 1  # type: ignore[attr-defined]
+    p = pair_of(first, "a.txt", "b.txt")
+    assert p is not None and p.exact_b_in_a == pytest.approx(want)
+    assert p.score == pytest.approx(100 * want)
+    # Stored with the counts: a re-threshold reads nothing and the exact score decides.
+    edge = 100 * want
+    above = run(tmp_path / "t", tmp_path / "idx", threshold=edge - 0.01)
+    below = run(tmp_path / "t", tmp_path / "idx", threshold=edge + 0.01)
+    assert above.stats.reused and above.stats.exact_pairs == 0  # type: ignore[attr-defined]
+    assert len(above.pairs) == 1 and below.pairs == ()  # type: ignore[attr-defined]
+
+
 def test_pair_estimates_scale_to_the_sparser_side() -> None:
     from sif import fingerprint as fpmod
     from sif.index.build import DEFAULT_PARAMS

@@ -182,7 +182,7 @@ def similar(
         exact_note = (
             f"; {s.exact_pairs:,} pairs scored exactly ({s.exact_files_read:,} files, "
             f"{human_size(s.exact_bytes_read)} read, {s.seconds_exact:.2f} s)"
-            if options.exact
+            if options.exact or s.exact_pairs  # pairs of small files: scored in every run
             else ""
         )
         made = f"{len(result.sets):,} sets" if sets else f"{len(result.groups):,} groups"
