@@ -425,3 +425,36 @@ def test_normalize_options_reach_the_index_and_never_mix(tmp_path: Path) -> None
     finally:
         reader.close()
     assert modes == ["auto", "raw"]
+
+
+def test_exact_scores_use_the_indexed_content_of_members_and_compressed_files(
+    tmp_path: Path,
+) -> None:
+    """A small .gz file and zip members are scored exactly on their content, not their bytes."""
+    import gzip
+    import random
+    import zipfile
+
+    from sif.events import ScanWarning
+    from sif.similar import find_similar
+
+    rng = random.Random(7)
+    words = [
+        "".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 8))) for _ in range(300)
+    ]
+    text = " ".join(rng.choice(words) for _ in range(120)).encode()[:700]
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "d.txt").write_bytes(text)
+    (tree / "d.txt.gz").write_bytes(gzip.compress(text))
+    with zipfile.ZipFile(tree / "z.zip", "w") as zf:
+        zf.writestr("m.txt", text[:650])
+    warnings: list[ScanWarning] = []
+    result = find_similar([tree], tmp_path / "idx", on_warning=warnings.append)
+    assert warnings == []
+    by_pair = {frozenset((p.a.path, p.b.path)): p for p in result.pairs}
+    gz = by_pair[frozenset((str(tree / "d.txt"), str(tree / "d.txt.gz")))]
+    assert gz.exact_a_in_b == gz.exact_b_in_a == 1.0
+    member = by_pair[frozenset((str(tree / "d.txt"), f"{tree}/z.zip!/m.txt"))]
+    assert member.exact_a_in_b is not None
+    assert max(member.exact_a_in_b, member.exact_b_in_a or 0.0) == 1.0

@@ -494,37 +494,60 @@ def exact_containment(sa: U64, sb: U64) -> tuple[float, float]:
 
 
 class _WindowSets:
-    """Window sets of files, computed on demand and kept under a byte budget (LRU)."""
+    """Window sets of entries, computed on demand and kept under a byte budget (LRU).
 
-    def __init__(self, window: int, budget: int, on_warning: WarningSink) -> None:
+    A window set is made of the same content the entry's fingerprints were:
+    :func:`sif.content.entries` with the index's normalisation gives it again
+    (a plain file as it is; a member, a decompressed file or a normalised
+    view as indexed), every wanted entry of one file at once, so that an
+    archive is opened once. A file that cannot be read is a warning.
+    """
+
+    def __init__(self, window: int, budget: int, normalize: str, on_warning: WarningSink) -> None:
         self.window = window
         self.budget = budget
+        self.normalize = normalize
         self.on_warning = on_warning
         self.cache: OrderedDict[int, U64 | None] = OrderedDict()
         self.held = 0
         self.files_read = 0
         self.bytes_read = 0
+        self.wanted: dict[str, dict[str, int]] = {}  # origin -> entry path -> id
 
-    def get(self, fid: int, path: str) -> U64 | None:
-        if fid in self.cache:
-            self.cache.move_to_end(fid)
-            return self.cache[fid]
-        try:
-            with open(path, "rb", buffering=0) as fh:
-                data = fh.readall()
-        except OSError as exc:
-            self.on_warning(ScanWarning(path, exc.strerror or str(exc)))
-            s = None
-        else:
-            self.files_read += 1
+    def want(self, fid: int, src: _Src) -> None:
+        """Announce an entry, so that an archive is opened once for all its wanted members."""
+        path, origin, _ = src
+        self.wanted.setdefault(origin, {})[path] = fid
+
+    def get(self, fid: int, src: _Src) -> U64 | None:
+        if fid not in self.cache:
+            path, origin, _ = src
+            self._views(origin, {**self.wanted.get(origin, {}), path: fid})
+            if fid not in self.cache:  # the entry is gone from its file: no exact score
+                self._keep(fid, None)
+        self.cache.move_to_end(fid)
+        return self.cache[fid]
+
+    def _views(self, origin: str, ids: dict[str, int]) -> None:
+        """Window sets of the entries ``ids`` (path -> id) of the file ``origin``."""
+        from sif.content import ContentOptions, entries
+
+        options = ContentOptions(normalize=self.normalize)
+        self.files_read += 1
+        for entry in entries(origin, options=options, on_warning=self.on_warning):
+            fid = ids.get(entry.path)
+            if fid is None or fid in self.cache:
+                continue
+            data = entry.read()
             self.bytes_read += len(data)
-            s = window_set(data, self.window)
+            self._keep(fid, window_set(data, self.window))
+
+    def _keep(self, fid: int, s: U64 | None) -> None:
         self.cache[fid] = s
         self.held += 0 if s is None else s.nbytes
         while self.held > self.budget and len(self.cache) > 1:
             _, old = self.cache.popitem(last=False)
             self.held -= 0 if old is None else old.nbytes
-        return s
 
 
 # --- interesting sets -------------------------------------------------------------
@@ -696,12 +719,16 @@ def _scope(
         else ""
     )
     cols = con.execute(
-        f"SELECT id, path, size, kind, n_fp, n_distinct, digest{grp} "
+        "SELECT id, path, coalesce(origin, path) AS origin, "
+        "coalesce(CAST(view AS VARCHAR), 'raw') AS view, size, kind, n_fp, n_distinct, digest"
+        f"{grp} "
         f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'})",
         [pid, *args],
     ).fetchnumpy()
     order = np.argsort(np.asarray(cols["id"]), kind="stable")
     out = {k: np.asarray(v)[order] for k, v in cols.items()}
+    mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
+    out["normalize"] = np.full(len(order), (mode and mode[0]) or "auto", dtype=object)
     if groups:
         if len(out["grp"]) and int(out["grp"].max()) > 255:
             raise IndexError_("more than 255 kinds and views of files in one run")
@@ -1258,7 +1285,8 @@ def _exact_small(
 #: ``exact``: work items per job, so that the processes share the pairs evenly.
 EXACT_CHUNKS_PER_JOB = 4
 
-_ExactItem = tuple[int, int, str, int, str]  # pair row, id and path of a, id and path of b
+_Src = tuple[str, str, str]  # an entry's path, the file on disk holding it, its view
+_ExactItem = tuple[int, int, _Src, int, _Src]  # pair row, id and source of a, of b
 
 
 @dataclass(frozen=True)
@@ -1273,15 +1301,18 @@ class _ExactDone:
     warnings: tuple[ScanWarning, ...]
 
 
-def _exact_chunk(job: tuple[int, int, list[_ExactItem]]) -> _ExactDone:
+def _exact_chunk(job: tuple[int, int, str, list[_ExactItem]]) -> _ExactDone:
     """Exact (C(A,B), C(B,A)) of the pairs of one chunk (a worker's item).
 
     Window sets are kept under ``budget`` bytes (LRU) within the chunk; a pair
     whose file cannot be read is left out (its warning is returned).
     """
-    window, budget, items = job
+    window, budget, normalize, items = job
     warnings: list[ScanWarning] = []
-    sets = _WindowSets(window, budget, warnings.append)
+    sets = _WindowSets(window, budget, normalize, warnings.append)
+    for _, fa, pa, fb, pb in items:
+        sets.want(fa, pa)
+        sets.want(fb, pb)
     rows, ab, ba = [], [], []
     for j, fa, pa, fb, pb in items:
         sa = sets.get(fa, pa)
@@ -1368,14 +1399,18 @@ def _exact(
     t0 = time.perf_counter()
     order = todo[np.lexsort((ib[todo], ia[todo]))]
     progress.stage("exact containment", len(order), unit="pairs")
-    paths = [os.fsdecode(bytes(p)) for p in files["path"]]
+    srcs = [
+        (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
+        for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
+    ]
     fid = files["id"]
     items: list[_ExactItem] = [
-        (int(j), int(fid[ia[j]]), paths[ia[j]], int(fid[ib[j]]), paths[ib[j]]) for j in order
+        (int(j), int(fid[ia[j]]), srcs[ia[j]], int(fid[ib[j]]), srcs[ib[j]]) for j in order
     ]
+    normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
     jobs = max(1, jobs if pool is not None else 1)
     budget = EXACT_CACHE_BYTES // (2 * jobs) if jobs > 1 else EXACT_CACHE_BYTES
-    chunks = [(window, budget, c) for c in _chunks(items, EXACT_CHUNKS_PER_JOB * jobs)]
+    chunks = [(window, budget, normalize, c) for c in _chunks(items, EXACT_CHUNKS_PER_JOB * jobs)]
     for _, done in shared_map(_exact_chunk, chunks, pool):
         for w in done.warnings:
             on_warning(w)
