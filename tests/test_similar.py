@@ -410,7 +410,11 @@ def test_normalize_options_reach_the_index_and_never_mix(tmp_path: Path) -> None
         ["similar", "--index", index, "--raw", "-t", "20", "--format", "json", "-q", str(tree)],
     )
     auto = runner.invoke(
-        main, ["similar", "--index", index, "-t", "20", "--format", "json", "-q", str(tree)]
+        main,
+        [
+            *("similar", "--index", index, "--normalize", "auto"),
+            *("-t", "20", "--format", "json", "-q", str(tree)),
+        ],
     )
     assert raw.exit_code == 0, raw.output
     assert auto.exit_code == 0, auto.output
@@ -458,3 +462,31 @@ def test_exact_scores_use_the_indexed_content_of_members_and_compressed_files(
     member = by_pair[frozenset((str(tree / "d.txt"), f"{tree}/z.zip!/m.txt"))]
     assert member.exact_a_in_b is not None
     assert max(member.exact_a_in_b, member.exact_b_in_a or 0.0) == 1.0
+
+
+def test_similar_follows_the_index_normalisation_and_rejects_bad_memory_limits(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from sif.cli import main
+    from sif.index import open_reader
+
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "a.txt").write_bytes(b"some words " * 200)
+    index = str(tmp_path / "it's")  # a quote in the path must not break DuckDB's SET
+    runner = CliRunner()
+    assert runner.invoke(main, ["index", "--index", index, "--raw", "-q", str(tree)]).exit_code == 0
+    done = runner.invoke(main, ["similar", "--index", index, "-q", str(tree)])
+    assert done.exit_code == 0, done.output
+    reader = open_reader(index)
+    try:
+        assert [p.normalize for p in reader.parameter_sets()] == ["raw"]  # nothing re-read
+    finally:
+        reader.close()
+    bad = runner.invoke(
+        main, ["similar", "--index", index, "--memory-limit", "1GB'; --", str(tree)]
+    )
+    assert bad.exit_code == 2
+    assert "--memory-limit" in bad.output

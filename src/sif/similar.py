@@ -59,6 +59,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -776,6 +777,15 @@ def _params_id(store: Any, con: Any, params: Any) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
+_MEMORY_LIMIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B|%)?\s*$", re.IGNORECASE)
+"""What DuckDB's ``memory_limit`` accepts: a number and a unit (or a share, ``80%``)."""
+
+
+def _sql_string(text: str) -> str:
+    """``text`` as an SQL string literal (SET takes no parameters): quotes doubled."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _meta(con: Any, key: str) -> str:
     rows = con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchall()
     return str(rows[0][0]) if rows else ""
@@ -896,6 +906,10 @@ def find_similar(
     """
     started = time.perf_counter()
     options = options or SimilarOptions()
+    if not _MEMORY_LIMIT.match(memory_limit):
+        raise ConfigError(
+            f"--memory-limit must be a size such as 500MB or 2GB, not {memory_limit!r}"
+        )
     progress = progress or NullProgress()
     params = params or DEFAULT_PARAMS
     root_list = [os.path.abspath(os.fspath(r)) for r in roots]
@@ -996,10 +1010,9 @@ def _find(
             progress.stage("collating", None)
             tmp = os.path.join(store.root, "tmp")
             os.makedirs(tmp, exist_ok=True)
-            con.execute(f"SET memory_limit = '{memory_limit}'")
-            con.execute(f"SET temp_directory = '{tmp}'")
-            if jobs:
-                con.execute(f"SET threads = {int(jobs)}")
+            con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
+            con.execute(f"SET temp_directory = {_sql_string(tmp)}")
+            con.execute(f"SET threads = {int(jobs)}")
             ids = np.asarray(files["id"], dtype=np.uint32)
             values, fids, grp = _rows(
                 store.root, con, pid, ids, np.asarray(files["grp"], dtype=np.uint8)

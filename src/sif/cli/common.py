@@ -105,7 +105,7 @@ def walk_options(func: F) -> F:
             "--null",
             "null",
             is_flag=True,
-            help="Paths in --from-file end with NUL; output names end with NUL too.",
+            help="Paths in --from-file end with NUL (sif dupes also prints names ending in NUL).",
         ),
         click.option(
             "--min-size",

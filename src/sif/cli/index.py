@@ -20,6 +20,7 @@ from sif.cli.common import (
 from sif.cli.index_options import (
     content_options,
     fingerprint_options,
+    from_last_run,
     index_option,
     normalize_from_options,
     params_from_options,
@@ -76,8 +77,7 @@ def index(
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
     from sif.content import ContentOptions
-    from sif.errors import SifError
-    from sif.index import build_index, default_index_path, open_reader
+    from sif.index import build_index, default_index_path
     from sif.report import human_size
     from sif.walk import WalkOptions
 
@@ -88,16 +88,8 @@ def index(
     params, anchors = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
     mode = normalize_from_options(normalize, raw)
     location = index or default_index_path()
-    if (params is None or mode is None) and not rebuild:
-        try:  # the parameters of the last run, with its stored anchor set
-            reader = open_reader(location)
-            last = reader.parameter_sets()[0]
-            if params is None:
-                params, anchors = last.params, reader.anchors(last)
-            mode = mode or last.normalize
-            reader.close()
-        except (SifError, IndexError):
-            pass
+    if not rebuild:
+        params, anchors, mode = from_last_run(location, params, anchors, mode)
     warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     from sif.index.build import CHECKPOINT_BYTES

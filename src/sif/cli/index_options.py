@@ -122,3 +122,35 @@ def params_from_options(
     if scheme == "anchors" and anchors is None:
         raise ConfigError("--scheme anchors needs --anchors FILE")
     return make_params(scheme, anchors, **given), anchors
+
+
+def from_last_run(
+    location: str, params: Any, anchors: Any, mode: str | None
+) -> tuple[Any, Any, str | None]:
+    """Fill in what the user did not ask for from the index's last run.
+
+    The fingerprint parameters (with their stored anchor set) and the content
+    normalisation each come from the most recent parameter set when not
+    given; an index that does not exist yet, or holds nothing, changes nothing.
+    """
+    from sif.errors import SifError
+    from sif.index import open_reader
+
+    if params is not None and mode is not None:
+        return params, anchors, mode
+    try:
+        reader = open_reader(location)
+    except SifError:
+        return params, anchors, mode
+    try:
+        sets = reader.parameter_sets()
+        if sets:
+            last = sets[0]
+            if params is None:
+                params, anchors = last.params, reader.anchors(last)
+            mode = mode or last.normalize
+    except SifError:
+        pass
+    finally:
+        reader.close()
+    return params, anchors, mode

@@ -21,6 +21,7 @@ from sif.cli.common import (
 from sif.cli.index_options import (
     content_options,
     fingerprint_options,
+    from_last_run,
     index_option,
     normalize_from_options,
     params_from_options,
@@ -121,8 +122,7 @@ def similar(
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
     from sif.content import ContentOptions
-    from sif.errors import SifError
-    from sif.index import default_index_path, open_reader
+    from sif.index import default_index_path
     from sif.report import human_size, write_similar
     from sif.similar import SimilarOptions, find_similar
     from sif.walk import WalkOptions
@@ -143,16 +143,7 @@ def similar(
     params, anchors = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
     mode = normalize_from_options(normalize, raw)
     location = index or default_index_path()
-    if params is None:
-        try:  # the parameters of the index's last run, as 'sif index' does
-            reader = open_reader(location)
-            last = reader.parameter_sets()[0]
-            anchors = reader.anchors(last)
-            # A parameter set may carry a content normalisation beside the parameters.
-            params = getattr(last, "params", last)
-            reader.close()
-        except (SifError, IndexError):
-            params, anchors = None, None
+    params, anchors, mode = from_last_run(location, params, anchors, mode)
     warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     try:
