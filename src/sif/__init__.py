@@ -18,7 +18,6 @@ _EXPORTS = {
     "DupesStats": "sif.exact",
     "FileRecord": "sif.walk",
     "WalkOptions": "sif.walk",
-    "walk": "sif.walk",
     "ScanWarning": "sif.events",
     "SifError": "sif.errors",
     "checksum": "sif.core.fuzzysum",
@@ -43,7 +42,6 @@ __all__ = [
     "find_duplicates",
     "fingerprint",
     "fingerprint_file",
-    "walk",
 ]
 
 if TYPE_CHECKING:
@@ -52,7 +50,7 @@ if TYPE_CHECKING:
     from sif.events import ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
     from sif.fingerprint import fingerprint, fingerprint_file
-    from sif.walk import FileRecord, WalkOptions, walk
+    from sif.walk import FileRecord, WalkOptions
 
 
 def __getattr__(name: str) -> Any:

@@ -7,7 +7,6 @@ default to null objects, and the CLI passes ones that write to stderr.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -99,8 +98,3 @@ def display_path(path: str) -> str:
         else:
             out.append(c)
     return "$'" + "".join(out) + "'"
-
-
-def path_bytes(path: str) -> bytes:
-    """The raw bytes of a path as the file system has them."""
-    return os.fsencode(path)

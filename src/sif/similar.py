@@ -79,7 +79,7 @@ from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
 from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index
 from sif.index.segments import BUCKET_BITS, Segment
-from sif.index.store import ParamSet
+from sif.index.store import ParamSet, param_set
 from sif.walk import WalkOptions, parallel_walk
 
 U32 = npt.NDArray[np.uint32]
@@ -765,16 +765,10 @@ def _rows(
     return values, fids, groups
 
 
-def _params_id(store: Any, con: Any, params: Any) -> int | None:
+def _params_id(store: Any, params: FingerprintParams | ParamSet) -> int | None:
     """The catalog's id of the parameter set ``build_index`` just used, if any."""
-    find = getattr(store, "_find_params", None)
-    if find is not None:  # parameter sets with a content normalisation (schema 3)
-        from sif.index.store import param_set  # type: ignore[attr-defined,unused-ignore]
-
-        pid = find(param_set(params))
-        return None if pid is None else int(pid)
-    rows = con.execute("SELECT id FROM params WHERE key = ?", [params.key()]).fetchall()
-    return int(rows[0][0]) if rows else None
+    pid = store._find_params(param_set(params))
+    return None if pid is None else int(pid)
 
 
 _MEMORY_LIMIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B|%)?\s*$", re.IGNORECASE)
@@ -992,7 +986,7 @@ def _find(
         if not isinstance(store, DuckStore):  # pragma: no cover - the factory's only type
             raise IndexError_("sif similar needs the on-disk index")
         con = store.catalog()
-        found = _params_id(store, con, params)
+        found = _params_id(store, params)
         if found is None:
             return _empty(options, stats, started)
         pid = found
@@ -1082,7 +1076,7 @@ def _reuse_unchanged(
         return None
     try:
         con = store.catalog()
-        pid = _params_id(store, con, params)
+        pid = _params_id(store, params)
         if pid is None:
             return None
         key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df)

@@ -14,6 +14,7 @@ from sif.cli.common import (
     collect_roots,
     fail_cleanly,
     quiet_option,
+    size_option_value,
     walk_options,
 )
 
@@ -31,16 +32,6 @@ def _density(ctx: click.Context, param: click.Parameter, value: str) -> float:
     if not 0 < result < 1:
         raise click.BadParameter("the density must be between 0 and 1")
     return result
-
-
-def _bytes(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    from sif.errors import ConfigError
-    from sif.walk import parse_size
-
-    try:
-        return parse_size(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from exc
 
 
 @click.group()
@@ -71,14 +62,14 @@ def anchors() -> None:
     "--sample-size",
     default="32M",
     show_default=True,
-    callback=_bytes,
+    callback=size_option_value,
     help="Read at most this much text in all.",
 )
 @click.option(
     "--per-file",
     default="256K",
     show_default=True,
-    callback=_bytes,
+    callback=size_option_value,
     help="Read at most this much of each file.",
 )
 @walk_options

@@ -80,7 +80,8 @@ def quiet_option(func: F) -> F:
     )(func)
 
 
-def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+def size_option_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A click callback: ``"4K"``, ``"1.5MiB"`` -> bytes; a bad size is a usage error."""
     from sif.walk import parse_size
 
     if value is None:
@@ -89,6 +90,16 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
         return parse_size(value)
     except ConfigError as exc:
         raise click.BadParameter(str(exc)) from exc
+
+
+def jobs_option(func: F) -> F:
+    """``-j/--jobs``: processes that share the work (this one and ``jobs - 1`` workers)."""
+    return click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(1, 256),
+        help="Worker processes (default: one per core).",
+    )(func)
 
 
 def walk_options(func: F) -> F:
@@ -109,11 +120,11 @@ def walk_options(func: F) -> F:
         ),
         click.option(
             "--min-size",
-            callback=_size,
+            callback=size_option_value,
             default="0",
             help="Skip files smaller than this (4K, 1M...).",
         ),
-        click.option("--max-size", callback=_size, help="Skip files larger than this."),
+        click.option("--max-size", callback=size_option_value, help="Skip files larger than this."),
         click.option(
             "--include", multiple=True, metavar="GLOB", help="Only files matching GLOB (repeat)."
         ),

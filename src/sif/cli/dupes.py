@@ -14,6 +14,7 @@ from sif.cli.common import (
     collect_roots,
     fail_cleanly,
     format_option,
+    jobs_option,
     make_progress,
     quiet_option,
     walk_options,
@@ -26,9 +27,7 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @walk_options
 @format_option(*DUPES_FORMATS)
-@click.option(
-    "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
-)
+@jobs_option
 @click.option(
     "--archives",
     is_flag=True,

@@ -13,6 +13,7 @@ from sif.cli.common import (
     WarningCounter,
     collect_roots,
     fail_cleanly,
+    jobs_option,
     make_progress,
     quiet_option,
     walk_options,
@@ -34,9 +35,7 @@ from sif.cli.index_options import (
 @content_options
 @click.option("--rebuild", is_flag=True, help="Discard the index and build it anew.")
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
-@click.option(
-    "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
-)
+@jobs_option
 @click.option("--checkpoint-bytes", type=click.IntRange(1), hidden=True)
 @walk_options
 @quiet_option

@@ -14,6 +14,7 @@ from sif.cli.common import (
     collect_roots,
     fail_cleanly,
     format_option,
+    jobs_option,
     make_progress,
     quiet_option,
     walk_options,
@@ -78,9 +79,7 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 @index_option
 @fingerprint_options
 @content_options
-@click.option(
-    "-j", "--jobs", type=click.IntRange(1, 256), help="Worker processes (default: one per core)."
-)
+@jobs_option
 @walk_options
 @format_option("text", "json", "csv")
 @quiet_option

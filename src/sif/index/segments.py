@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -446,13 +446,3 @@ def read_manifest(root: str) -> Manifest | None:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise IndexCorrupt(f"{path}: unreadable index manifest ({exc})") from exc
-
-
-def live_rows(segments: Sequence[Segment], dead: U32) -> Iterator[tuple[U32, U32]]:
-    """The rows of ``segments`` whose file is not dead, one segment at a time."""
-    for seg in segments:
-        values, ids = seg.all_rows()
-        if len(dead):
-            keep = ~np.isin(ids, dead)
-            values, ids = values[keep], ids[keep]
-        yield values, ids
