@@ -4,7 +4,7 @@
 
     SifError                    base of everything sif raises on purpose
     ├── ConfigError             a bad argument or option; raised before any work starts
-    ├── IndexError_             the persistent index cannot be used
+    ├── IndexUnusable             the persistent index cannot be used
     │   ├── IndexCorrupt        the file is not a readable sif index (``--rebuild`` recovers)
     │   ├── IndexInUse          another process writes the index
     │   └── IndexParamsMismatch the index holds fingerprints made with other parameters
@@ -27,19 +27,19 @@ class ConfigError(SifError):
     """A bad argument or option, detected before any work starts."""
 
 
-class IndexError_(SifError):
+class IndexUnusable(SifError):
     """The persistent index cannot be used."""
 
 
-class IndexCorrupt(IndexError_):
+class IndexCorrupt(IndexUnusable):
     """The index file is damaged or is not a sif index."""
 
 
-class IndexInUse(IndexError_):
+class IndexInUse(IndexUnusable):
     """Another process holds the index for writing."""
 
 
-class IndexParamsMismatch(IndexError_):
+class IndexParamsMismatch(IndexUnusable):
     """The index holds fingerprints made under other parameters."""
 
 

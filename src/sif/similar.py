@@ -73,7 +73,7 @@ from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.core.rolling import as_bytes_array, window_hashes
 from sif.core.windows import distinct_windows
-from sif.errors import ConfigError, IndexError_
+from sif.errors import ConfigError, IndexUnusable
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
@@ -732,7 +732,7 @@ def _scope(
     out["normalize"] = np.full(len(order), (mode and mode[0]) or "auto", dtype=object)
     if groups:
         if len(out["grp"]) and int(out["grp"].max()) > 255:
-            raise IndexError_("more than 255 kinds and views of files in one run")
+            raise IndexUnusable("more than 255 kinds and views of files in one run")
         out["grp"] = out["grp"].astype(np.uint8)
     return out
 
@@ -984,7 +984,7 @@ def _find(
     store = open_store(index)
     try:
         if not isinstance(store, DuckStore):  # pragma: no cover - the factory's only type
-            raise IndexError_("sif similar needs the on-disk index")
+            raise IndexUnusable("sif similar needs the on-disk index")
         con = store.catalog()
         found = _params_id(store, params)
         if found is None:
@@ -1072,7 +1072,7 @@ def _reuse_unchanged(
     digest = walked.digest()
     try:
         store = DuckStore(location, read_only=True)
-    except IndexError_:
+    except IndexUnusable:
         return None
     try:
         con = store.catalog()

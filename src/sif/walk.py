@@ -50,6 +50,8 @@ class FileRecord(NamedTuple):
     size: int
     mtime_ns: int
     nlink: int = 1
+    ctime_ns: int = 0
+    """The inode's change time, which ``utime`` cannot set: part of a file's identity."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,9 @@ class Walker:
     def _record(self, path: str, st: os.stat_result) -> FileRecord:
         self.stats.files += 1
         self.stats.bytes += st.st_size
-        return FileRecord(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)
+        return FileRecord(
+            path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink, st.st_ctime_ns
+        )
 
     def walk(self, roots: Iterable[str | os.PathLike[str]]) -> Iterator[FileRecord]:
         """Yield every regular file under ``roots`` that passes the filters, once per file.
@@ -288,7 +292,7 @@ class Walker:
         add_name, add_dir = files.names.append, files.dir_of.append
         add_dev, add_ino = files.dev.append, files.ino.append
         add_size, add_mtime = files.size.append, files.mtime_ns.append
-        add_nlink = files.nlink.append
+        add_nlink, add_ctime = files.nlink.append, files.ctime_ns.append
         visited = self._visited
         n_files = n_bytes = n_filtered = n_links = n_special = 0
         dir_no = -1  # registered with the first file kept
@@ -339,6 +343,7 @@ class Walker:
                             add_size(size)
                             add_mtime(st.st_mtime_ns)
                             add_nlink(st.st_nlink)
+                            add_ctime(st.st_ctime_ns)
                         else:
                             n_filtered += 1
                     elif S_ISDIR(mode):
@@ -430,7 +435,7 @@ class RecordColumns:
     numbers as arrays). :meth:`path` joins the two on demand.
     """
 
-    __slots__ = ("dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "nlink", "size")
+    __slots__ = ("ctime_ns", "dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "nlink", "size")
 
     def __init__(self) -> None:
         self.dirs: list[str] = []  # each ends with a separator, or is "" for a bare name
@@ -441,6 +446,7 @@ class RecordColumns:
         self.size = array("q")
         self.mtime_ns = array("q")
         self.nlink = array("Q")
+        self.ctime_ns = array("q")
 
     def __len__(self) -> int:
         return len(self.names)
@@ -460,7 +466,16 @@ class RecordColumns:
         return len(self.dirs) - 1
 
     def __iter__(self) -> Iterator[FileRecord]:
-        return map(FileRecord, self.paths, self.dev, self.ino, self.size, self.mtime_ns, self.nlink)
+        return map(
+            FileRecord,
+            self.paths,
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime_ns,
+            self.nlink,
+            self.ctime_ns,
+        )
 
     def extend(self, records: Iterable[FileRecord]) -> None:
         for r in records:
@@ -472,6 +487,7 @@ class RecordColumns:
             self.size.append(r.size)
             self.mtime_ns.append(r.mtime_ns)
             self.nlink.append(r.nlink)
+            self.ctime_ns.append(r.ctime_ns)
 
     def _bare(self) -> int:
         self.dirs.append("")
@@ -479,10 +495,18 @@ class RecordColumns:
 
     def record(self, i: int) -> FileRecord:
         return FileRecord(
-            self.path(i), self.dev[i], self.ino[i], self.size[i], self.mtime_ns[i], self.nlink[i]
+            self.path(i),
+            self.dev[i],
+            self.ino[i],
+            self.size[i],
+            self.mtime_ns[i],
+            self.nlink[i],
+            self.ctime_ns[i],
         )
 
-    def __getstate__(self) -> tuple[int, str, str, bytes, bytes, bytes, bytes, bytes, bytes]:
+    def __getstate__(
+        self,
+    ) -> tuple[int, str, str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
         return (
             len(self.dirs),  # "" joins both [] and [""]: the count tells them apart
             "\0".join(self.dirs),  # no file name holds a NUL
@@ -493,13 +517,14 @@ class RecordColumns:
             self.size.tobytes(),
             self.mtime_ns.tobytes(),
             self.nlink.tobytes(),
+            self.ctime_ns.tobytes(),
         )
 
     def __setstate__(
-        self, state: tuple[int, str, str, bytes, bytes, bytes, bytes, bytes, bytes]
+        self, state: tuple[int, str, str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
     ) -> None:
         self.__init__()  # type: ignore[misc]
-        ndirs, dirs, names, dir_of, dev, ino, size, mtime_ns, nlink = state
+        ndirs, dirs, names, dir_of, dev, ino, size, mtime_ns, nlink, ctime_ns = state
         self.dirs = dirs.split("\0") if ndirs else []
         self.dir_of.frombytes(dir_of)
         self.names = names.split("\0") if len(self.dir_of) else []
@@ -508,9 +533,10 @@ class RecordColumns:
         self.size.frombytes(size)
         self.mtime_ns.frombytes(mtime_ns)
         self.nlink.frombytes(nlink)
+        self.ctime_ns.frombytes(ctime_ns)
 
     def digest(self) -> str:
-        """A digest of every file's path, device, inode, size and mtime, as hex.
+        """A digest of every file's path, device, inode, size, mtime and ctime, as hex.
 
         Two walks that met the same files with the same stat fields give the
         same digest, whatever the order in which processes returned their
@@ -539,7 +565,7 @@ class RecordColumns:
         h.update(dir_rank[order].tobytes())
         for col, dtype in ((self.dev, np.uint64), (self.ino, np.uint64)):
             h.update(np.frombuffer(col, dtype=dtype)[order].tobytes())
-        for col in (self.size, self.mtime_ns):
+        for col in (self.size, self.mtime_ns, self.ctime_ns):
             h.update(np.frombuffer(col, dtype=np.int64)[order].tobytes())
         return h.hexdigest()
 
@@ -554,6 +580,7 @@ class RecordColumns:
         self.size.extend(other.size)
         self.mtime_ns.extend(other.mtime_ns)
         self.nlink.extend(other.nlink)
+        self.ctime_ns.extend(other.ctime_ns)
 
 
 def _walk_some(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sif.errors import IndexError_
+from sif.errors import IndexUnusable
 from sif.fingerprint import make_params
 from sif.index import build_index, open_reader, open_store
 from sif.index.scan import scan_file
@@ -51,7 +51,7 @@ def test_kill_9_at_any_moment_leaves_a_consistent_index(tmp_path: Path) -> None:
         proc.wait()
         try:
             got = snapshot(idx)  # what a reader sees right after the kill
-        except IndexError_:
+        except IndexUnusable:
             got = {}  # killed before the first commit
         # consistent: every file it names is complete and right
         assert all(want[p] == v for p, v in got.items())

@@ -63,7 +63,7 @@ import duckdb
 import numpy as np
 
 from sif.core.anchors import AnchorSet
-from sif.errors import IndexCorrupt, IndexError_, IndexInUse
+from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index.segments import (
     Manifest,
@@ -154,7 +154,7 @@ class DuckStore:
 
     ``read_only``: the catalog is opened read-only (DuckDB writes nothing, not
     even its WAL), under the same lock, and nothing is created, migrated or
-    recovered: :class:`sif.errors.IndexError_` if there is no catalog yet,
+    recovered: :class:`sif.errors.IndexUnusable` if there is no catalog yet,
     :class:`IndexCorrupt` if its schema is not :data:`SCHEMA_VERSION` (opening
     it for writing migrates it). For a reader of the catalog that changes
     nothing (a re-threshold of ``sif similar``); the protocol's writes fail.
@@ -165,7 +165,7 @@ class DuckStore:
     ) -> None:
         self.root = os.path.abspath(root)
         if read_only and not os.path.exists(os.path.join(self.root, CATALOG)):
-            raise IndexError_(f"no index at {self.root} yet")
+            raise IndexUnusable(f"no index at {self.root} yet")
         os.makedirs(self.root, exist_ok=True)
         self._lock_fd = self._lock(wait)
         try:

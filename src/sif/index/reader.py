@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from sif.core.anchors import AnchorSet
-from sif.errors import IndexCorrupt, IndexError_
+from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index.segments import Manifest, Segment, read_manifest
 from sif.index.store import (
@@ -47,7 +47,7 @@ class SnapshotReader:
     def _load(self) -> None:
         manifest = read_manifest(self.root)
         if manifest is None:
-            raise IndexError_(f"no index at {self.root} (run 'sif index PATH...' first)")
+            raise IndexUnusable(f"no index at {self.root} (run 'sif index PATH...' first)")
         self.manifest: Manifest = manifest
         self._sets: dict[int, ParamSet] = {}
         for pid, entry in manifest.params.items():

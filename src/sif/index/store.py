@@ -277,7 +277,7 @@ def open_reader(path: str | os.PathLike[str] | None = None) -> IndexReader:
     """Open the last committed state of the index at ``path`` for reading.
 
     Never waits for a writer and never opens the catalog. Raises
-    :class:`sif.errors.IndexError_` when there is no index yet and
+    :class:`sif.errors.IndexUnusable` when there is no index yet and
     :class:`sif.errors.IndexCorrupt` when it is unreadable. Cost: a few
     small reads and memory maps.
     """
