@@ -56,6 +56,7 @@ slightly rather than making unrelated files look alike.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -124,6 +125,11 @@ SMALL_EXACT_FLOOR = 0.10
 EXACT_CACHE_BYTES = 512 << 20
 #: DuckDB's working memory for the collation; it spills to ``temp_directory`` beyond.
 DEFAULT_MEMORY_LIMIT = "1GB"
+#: The version of the rules that turn fingerprints into stored pair counts and exact
+#: scores (the collation, the small-file exact pass, the pairs of identical tiny
+#: files). Stored pairs made under another version are collated again: bump it
+#: whenever what is stored would differ.
+RULES_VERSION = 2
 #: Bron-Kerbosch steps allowed per connected component before the greedy cover.
 CLIQUE_BUDGET = 20_000
 
@@ -698,9 +704,17 @@ def similar_groups(pairs: Sequence[SimilarPair]) -> list[SimilarGroup]:
 
 
 def _scope(
-    con: Any, pid: int, roots: Sequence[str], groups: bool = True
+    con: Any,
+    pid: int,
+    roots: Sequence[str],
+    groups: bool = True,
+    walked: Sequence[str] | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """The indexed files under ``roots`` (params ``pid``), sorted by id, with a group code.
+
+    ``walked``: the paths of this run's walk (its filters applied); only the
+    entries of those files are in scope (the index may hold more under the
+    roots: files that a filter leaves out stay indexed).
 
     ``grp`` (with ``groups``) numbers the distinct (kind, content view) of the
     files: files of another kind or view are never compared. The root filter
@@ -719,13 +733,24 @@ def _scope(
         if groups
         else ""
     )
-    cols = con.execute(
-        "SELECT id, path, coalesce(origin, path) AS origin, "
-        "coalesce(CAST(view AS VARCHAR), 'raw') AS view, size, kind, n_fp, n_distinct, digest"
-        f"{grp} "
-        f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'})",
-        [pid, *args],
-    ).fetchnumpy()
+    within = ""
+    cur = con
+    if walked is not None:  # on a cursor of its own: the connection may hold a result
+        cur = con.cursor()
+        cur.register("sif_walked", {"origin": np.array([os.fsencode(p) for p in walked], object)})
+        within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
+    try:
+        cols = cur.execute(
+            "SELECT id, path, coalesce(origin, path) AS origin, "
+            "coalesce(CAST(view AS VARCHAR), 'raw') AS view, size, kind, n_fp, n_distinct, digest"
+            f"{grp} "
+            f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}",
+            [pid, *args],
+        ).fetchnumpy()
+    finally:
+        if walked is not None:
+            cur.unregister("sif_walked")
+            cur.close()
     order = np.argsort(np.asarray(cols["id"]), kind="stable")
     out = {k: np.asarray(v)[order] for k, v in cols.items()}
     mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
@@ -785,13 +810,24 @@ def _meta(con: Any, key: str) -> str:
     return str(rows[0][0]) if rows else ""
 
 
-def _run_key(pid: int, generation: str, roots: Sequence[str], max_df: int) -> str:
+def _run_key(
+    pid: int, generation: str, roots: Sequence[str], max_df: int, ids: npt.NDArray[Any]
+) -> str:
+    """What stored pair counts were made from: another key, another collation.
+
+    The parameter set, the index generation, the roots, ``max_df``, the files
+    in scope (``ids``: a filter changes them, and with them the stop-fingerprints)
+    and :data:`RULES_VERSION`.
+    """
+    scope = hashlib.blake2b(np.asarray(ids, dtype=np.uint32).tobytes(), digest_size=16)
     return json.dumps(
         {
             "params": pid,
             "generation": generation,
             "roots": sorted(os.path.abspath(r) for r in roots),
             "max_df": max_df,
+            "scope": scope.hexdigest(),
+            "rules": RULES_VERSION,
         },
         sort_keys=True,
     )
@@ -990,9 +1026,10 @@ def _find(
         if found is None:
             return _empty(options, stats, started)
         pid = found
-        files = _scope(con, pid, root_list)
+        walked = stats.index.walked
+        files = _scope(con, pid, root_list, walked=walked.paths if walked is not None else None)
         stats.files = len(files["id"])
-        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df)
+        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df, files["id"])
         t0 = time.perf_counter()
         loaded = _load_pairs(con, key)
         if loaded is not None:
@@ -1079,11 +1116,11 @@ def _reuse_unchanged(
         pid = _params_id(store, params)
         if pid is None:
             return None
-        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df)
+        files = _scope(con, pid, root_list, groups=False, walked=walked.paths)
+        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df, files["id"])
         run = _stored_run(con, key)
         if run is None or run[1] != digest:
             return None
-        files = _scope(con, pid, root_list, groups=False)
         loaded = _load_pairs(con, key)
         if loaded is None:  # pragma: no cover - read under the lock just above
             return None
