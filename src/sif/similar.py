@@ -1221,21 +1221,18 @@ def _score(
     exact_ab, exact_ba = cols["exact_ab"], cols["exact_ba"]
     t = options.threshold
     if options.exact:
-        # Candidates from a lower, sampled threshold; the exact score decides.
+        # Candidates from a lower, sampled threshold are scored exactly.
         cand = ok & (est >= EXACT_CANDIDATE_SHARE * t) & (cols["shared"] >= 1)
         todo = np.flatnonzero(cand & np.isnan(exact_ab))
         if len(todo):
             _exact(todo, ia, ib, files, window, cols, stats, on_warning, progress, pool, jobs)
-        score = 100.0 * np.maximum(exact_ab, exact_ba)
-        keep = cand & ~np.isnan(score) & (score >= t)
-        # A file that could not be read keeps its sampled score.
-        keep |= cand & np.isnan(score) & (est >= t) & (cols["shared"] >= options.min_shared)
-    else:
-        # An exact score already known (small pairs, a past --exact run) decides.
-        known = ~np.isnan(exact_ab) & ~np.isnan(exact_ba)
-        with np.errstate(invalid="ignore"):
-            exact_keep = 100.0 * np.maximum(exact_ab, exact_ba) >= t
-        keep = ok & np.where(known, exact_keep, (est >= t) & (cols["shared"] >= options.min_shared))
+    # An exact score, when known (this run's, a past --exact run's, a pair of small or
+    # identical tiny files), decides; else the estimate (a file that could not be read
+    # keeps its sampled score).
+    known = ~np.isnan(exact_ab) & ~np.isnan(exact_ba)
+    with np.errstate(invalid="ignore"):
+        exact_keep = 100.0 * np.maximum(exact_ab, exact_ba) >= t
+    keep = ok & np.where(known, exact_keep, (est >= t) & (cols["shared"] >= options.min_shared))
     with np.errstate(divide="ignore", invalid="ignore"):
         nfa = np.maximum(files["n_fp"][ia], 1).astype(np.float64)
         nfb = np.maximum(files["n_fp"][ib], 1).astype(np.float64)
