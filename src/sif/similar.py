@@ -1059,6 +1059,8 @@ def _find(
             for k in ("exact_ab", "exact_ba"):
                 cols[k] = np.full(len(cols["a"]), np.nan)
             _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs)
+            tiny = _identical_unfingerprinted(files, options.max_df)
+            cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
             _store_pairs(con, key, cols, stats.stopped, digest)
         stats.seconds_collate = time.perf_counter() - t0
         stats.pairs_collated = len(cols["a"])
@@ -1244,6 +1246,11 @@ def _score(
         nfb = np.maximum(files["n_fp"][ib], 1).astype(np.float64)
         pa = 100.0 * cols["hits_b"] / nfa
         pb = 100.0 * cols["hits_a"] / nfb
+    # Identical files without fingerprints (_identical_unfingerprinted): all of each other.
+    copies = cols["shared"] == 0
+    if copies.any():
+        a_in_b, b_in_a, jac = (np.where(copies, 1.0, x) for x in (a_in_b, b_in_a, jac))
+        pa, pb = np.where(copies, 100.0, pa), np.where(copies, 100.0, pb)
     described: dict[int, SimilarFile] = {}
 
     def describe(i: int) -> SimilarFile:
@@ -1285,6 +1292,43 @@ def _score(
         out.append(p)
     out.sort(key=lambda p: (-p.score, p.a.path, p.b.path))
     return out
+
+
+def _identical_unfingerprinted(
+    files: dict[str, npt.NDArray[Any]], max_df: int
+) -> dict[str, npt.NDArray[Any]]:
+    """Pairs of identical files that have no fingerprint (under the window's length).
+
+    They share no window, so the collation never pairs them: files of one
+    group code, size (above 0) and digest are paired as exact copies (exact
+    containment 1 both ways, ``shared`` 0). As for a stop-fingerprint, a
+    content held by more than ``max_df`` files pairs none of them (twenty
+    bytes of boilerplate in every package). Cost: a Python step per such file.
+    """
+    n_fp, size = files["n_fp"], files["size"]
+    tiny = np.flatnonzero((n_fp == 0) & (size > 0))
+    by_content: dict[tuple[int, int, bytes], list[int]] = {}
+    for i in tiny.tolist():
+        key = (int(files["grp"][i]), int(size[i]), bytes(files["digest"][i]))
+        by_content.setdefault(key, []).append(int(files["id"][i]))
+    a: list[int] = []
+    b: list[int] = []
+    for ids in by_content.values():
+        if 2 <= len(ids) <= max_df:
+            ids.sort()
+            for j, x in enumerate(ids):
+                a.extend([x] * (len(ids) - j - 1))
+                b.extend(ids[j + 1 :])
+    zero = np.zeros(len(a), dtype=np.uint32)
+    return {
+        "a": np.array(a, dtype=np.uint32),
+        "b": np.array(b, dtype=np.uint32),
+        "shared": zero,
+        "hits_a": zero,
+        "hits_b": zero,
+        "exact_ab": np.ones(len(a)),
+        "exact_ba": np.ones(len(a)),
+    }
 
 
 def _exact_small(
