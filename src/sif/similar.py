@@ -915,10 +915,14 @@ def find_similar(
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     partitions: int = 1,
     content: ContentOptions | None = None,
+    wait: bool = False,
     on_warning: WarningSink = ignore_warning,
     progress: Progress | None = None,
 ) -> SimilarResult:
     """All groups of similar files under ``roots`` (the paper's section 4).
+
+    ``wait``: block while another process writes the index (as ``sif index
+    --wait``), instead of raising :class:`sif.errors.IndexInUse`.
 
     ``content`` says how files become content views (default: ``auto``); each
     normalisation is a parameter set of its own in the index, never mixed.
@@ -972,6 +976,7 @@ def find_similar(
             stats,
             started,
             pool,
+            wait,
         )
     finally:
         if pool is not None:
@@ -994,6 +999,7 @@ def _find(
     stats: SimilarStats,
     started: float,
     pool: Any,
+    wait: bool = False,
 ) -> SimilarResult:
     """:func:`find_similar` once its options are checked and its workers forked."""
     from sif.index import open_store
@@ -1002,7 +1008,7 @@ def _find(
     fp_params = params.params if isinstance(params, ParamSet) else params
     if not options.exact:  # --exact may need to read and store scores: the full path
         reused = _reuse_unchanged(
-            root_list, index, params, options, walk, jobs, on_warning, progress, stats
+            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
         )
         if reused is not None:
             cols, files = reused
@@ -1017,13 +1023,14 @@ def _find(
         content=ContentOptions(normalize=normalize) if normalize else None,
         options=walk,
         jobs=jobs,
+        wait=wait,
         on_warning=on_warning,
         progress=progress,
     )
     stats.seconds_index = time.perf_counter() - started
     # The walk the index now matches, unless a file failed (the next run must retry it).
     digest = stats.index.walk_digest if not stats.index.failed else None
-    store = open_store(index)
+    store = open_store(index, wait=wait)
     try:
         if not isinstance(store, DuckStore):  # pragma: no cover - the factory's only type
             raise IndexUnusable("sif similar needs the on-disk index")
@@ -1082,6 +1089,7 @@ def _reuse_unchanged(
     on_warning: WarningSink,
     progress: Progress,
     stats: SimilarStats,
+    wait: bool = False,
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]]] | None:
     """The stored pair counts and the files in scope, if nothing changed since they were made.
 
@@ -1116,7 +1124,7 @@ def _reuse_unchanged(
             pool.join()
     digest = walked.digest()
     try:
-        store = DuckStore(location, read_only=True)
+        store = DuckStore(location, read_only=True, wait=wait)
     except IndexUnusable:
         return None
     try:
