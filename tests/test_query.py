@@ -98,3 +98,30 @@ def test_the_library_rejects_such_a_threshold_too(indexed: Path) -> None:
             list(query_files([indexed / "t/big.txt"], reader, threshold=150))
     finally:
         reader.close()
+
+
+CHECK_IMPORTS = """
+import sys
+from sif.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+heavy = ["sif.index.build", "sif.exact", "sif.exact.pipeline", "sif.walk", "sif.executors",
+         "sif.similar", "sif.index.duck", "duckdb", "multiprocessing", "concurrent.futures"]
+print(" ".join(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_a_query_imports_neither_the_index_builder_nor_the_exact_pipeline(indexed: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS, "query", "--index", str(indexed / "idx"),
+         str(indexed / "t/big.txt")],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"R100 {indexed / 't/big.txt'} 120000"
+    assert lines[-1] == ""  # none of them was imported

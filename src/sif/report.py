@@ -22,10 +22,12 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from sif.events import display_path
-from sif.exact import Group
+
+if TYPE_CHECKING:  # not imported at run time: sif query needs none of the replica pipeline
+    from sif.exact import Group
 
 DUPES_FORMATS = ("text", "fdupes", "json", "csv")
 
