@@ -74,7 +74,7 @@ from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.core.rolling import as_bytes_array, window_hashes
 from sif.core.windows import distinct_windows
-from sif.errors import ConfigError, IndexUnusable
+from sif.errors import ConfigError, IndexUnusable, OutOfMemory
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
@@ -399,6 +399,47 @@ def collate(
         return out, stopped
     order = np.argsort(key, kind="stable")
     return {k: v[order] for k, v in cols.items()}, stopped
+
+
+#: When DuckDB runs out of memory under the limit, the collation is run again with
+#: one thread (each thread's hash tables need their own memory), then with this many
+#: times more hash partitions, twice (each part holds a share of the rows).
+OOM_PARTITION_STEP = 8
+
+
+def _collate_within(
+    con: Any,
+    values: U32,
+    file_ids: U32,
+    groups: npt.NDArray[np.uint8],
+    max_df: int,
+    partitions: int,
+    jobs: int,
+    memory_limit: str,
+) -> tuple[dict[str, npt.NDArray[Any]], int]:
+    """:func:`collate` under ``memory_limit``, which it does not fit otherwise.
+
+    DuckDB spills its hash tables to ``temp_directory`` but still needs some
+    memory per thread and per table; when it runs out anyway, the same
+    collation runs again with one thread, then on :data:`OOM_PARTITION_STEP`
+    and its square times more hash partitions (the partial counts add up,
+    :func:`collate`). Raises :class:`OutOfMemory` (one line: raise the limit)
+    when even that fails. Cost: at most four attempts; a failed one stops early.
+    """
+    import duckdb
+
+    attempts = [(jobs, partitions), (1, partitions)] if jobs > 1 else [(1, partitions)]
+    attempts += [(1, partitions * OOM_PARTITION_STEP), (1, partitions * OOM_PARTITION_STEP**2)]
+    for threads, parts in attempts:
+        try:
+            con.execute(f"SET threads = {int(threads)}")
+            return collate(con, values, file_ids, groups, max_df, parts)
+        except duckdb.OutOfMemoryException:
+            continue
+    raise OutOfMemory(
+        f"out of memory: collating {len(values):,} fingerprint rows does not fit in "
+        f"--memory-limit {memory_limit}, even spilling to disk; raise --memory-limit"
+    )
 
 
 # --- estimates --------------------------------------------------------------------
@@ -1002,6 +1043,8 @@ def _find(
     wait: bool = False,
 ) -> SimilarResult:
     """:func:`find_similar` once its options are checked and its workers forked."""
+    import duckdb
+
     from sif.index import open_store
     from sif.index.duck import DuckStore
 
@@ -1057,18 +1100,27 @@ def _find(
             con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
             con.execute(f"SET temp_directory = {_sql_string(tmp)}")
             con.execute(f"SET threads = {int(jobs)}")
+            con.execute("SET preserve_insertion_order = false")  # the pairs get sorted
             ids = np.asarray(files["id"], dtype=np.uint32)
             values, fids, grp = _rows(
                 store.root, con, pid, ids, np.asarray(files["grp"], dtype=np.uint8)
             )
             stats.fingerprints = len(values)
-            cols, stats.stopped = collate(con, values, fids, grp, options.max_df, partitions)
+            cols, stats.stopped = _collate_within(
+                con, values, fids, grp, options.max_df, partitions, jobs, memory_limit
+            )
             for k in ("exact_ab", "exact_ba"):
                 cols[k] = np.full(len(cols["a"]), np.nan)
             _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs)
             tiny = _identical_unfingerprinted(files, options.max_df)
             cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
-            _store_pairs(con, key, cols, stats.stopped, digest)
+            try:
+                _store_pairs(con, key, cols, stats.stopped, digest)
+            except duckdb.OutOfMemoryException:
+                raise OutOfMemory(
+                    f"out of memory: storing {len(cols['a']):,} pairs does not fit in "
+                    f"--memory-limit {memory_limit}; raise --memory-limit"
+                ) from None
         stats.seconds_collate = time.perf_counter() - t0
         stats.pairs_collated = len(cols["a"])
         pairs = _score(cols, files, options, fp_params, stats, on_warning, progress, pool, jobs)
