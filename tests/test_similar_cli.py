@@ -57,10 +57,27 @@ def test_wait_waits_for_the_writer_and_without_it_the_message_names_it(tmp_path:
 
 def test_sets_with_csv_is_a_usage_error(tmp_path: Path) -> None:
     tree(tmp_path / "t")
-    run = sif("similar", "--index", tmp_path / "idx", "--sets", "cliques", "--format", "csv",
-              tmp_path / "t")  # fmt: skip
+    run = sif(
+        "similar",
+        "--index",
+        tmp_path / "idx",
+        "--sets",
+        "cliques",
+        "--format",
+        "csv",
+        tmp_path / "t",
+    )
     assert run.returncode == 2 and "--sets" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "idx").exists()  # refused before any work
-    ok = sif("similar", "-q", "--index", tmp_path / "idx", "--sets", "cliques", "--format",
-             "json", tmp_path / "t")  # fmt: skip
+    ok = sif(
+        "similar",
+        "-q",
+        "--index",
+        tmp_path / "idx",
+        "--sets",
+        "cliques",
+        "--format",
+        "json",
+        tmp_path / "t",
+    )
     assert ok.returncode == 0 and '"set":"cliques"' in ok.stdout

@@ -62,8 +62,16 @@ def test_identical_files_under_the_window_are_reported_as_exact_copies(tmp_path:
     )
     assert again.stats.reused and again.pairs == result.pairs
     run = subprocess.run(
-        [sys.executable, "-m", "sif", "similar", "-q", "--index", str(tmp_path / "idx"),
-         str(tmp_path / "t")],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sif",
+            "similar",
+            "-q",
+            "--index",
+            str(tmp_path / "idx"),
+            str(tmp_path / "t"),
+        ],
         capture_output=True,
         text=True,
     )
@@ -74,8 +82,18 @@ def test_identical_files_under_the_window_are_reported_as_exact_copies(tmp_path:
         f" 100 {tmp_path / 't/y/__init__.py'} 22  (exact copy)",
     ]
     run = subprocess.run(
-        [sys.executable, "-m", "sif", "similar", "-q", "--format", "json", "--index",
-         str(tmp_path / "idx"), str(tmp_path / "t")],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sif",
+            "similar",
+            "-q",
+            "--format",
+            "json",
+            "--index",
+            str(tmp_path / "idx"),
+            str(tmp_path / "t"),
+        ],
         capture_output=True,
         text=True,
     )

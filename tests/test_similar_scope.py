@@ -32,7 +32,9 @@ def test_a_filtered_run_keeps_the_filtered_files_in_the_index(tmp_path: Path) ->
     tree(tmp_path / "t")
     idx = tmp_path / "idx"
     assert sif("index", "-q", "--index", idx, tmp_path / "t").returncode == 0
-    run = sif("similar", "-q", "--index", idx, "--exclude", "*.h", "--format", "json", tmp_path / "t")
+    run = sif(
+        "similar", "-q", "--index", idx, "--exclude", "*.h", "--format", "json", tmp_path / "t"
+    )
     assert run.returncode == 0, run.stderr
     pairs = [json.loads(line) for line in run.stdout.splitlines()]
     # The run's scope is narrowed: the .h pair is not reported...

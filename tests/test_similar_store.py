@@ -44,12 +44,28 @@ def test_a_memory_limit_too_small_is_one_clear_line_and_a_small_one_still_collat
         body = text(500 + f, 6000)
         for v in range(15):
             cut = (v * 397) % 5000
-            write(tmp_path / f"t/{f}/{v}.txt", body[:cut] + text(10_000 + 100 * f + v, 600) + body[cut:])
+            write(
+                tmp_path / f"t/{f}/{v}.txt",
+                body[:cut] + text(10_000 + 100 * f + v, 600) + body[cut:],
+            )
 
     def similar(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "sif", "similar", "-q", "-j", "2", "--format", "json",
-             "--index", str(tmp_path / "idx"), *args, str(tmp_path / "t")],  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "sif",
+                "similar",
+                "-q",
+                "-j",
+                "2",
+                "--format",
+                "json",
+                "--index",
+                str(tmp_path / "idx"),
+                *args,
+                str(tmp_path / "t"),
+            ],
             capture_output=True,
             text=True,
             timeout=120,

@@ -216,8 +216,7 @@ def match_scan(
     if len(maybe):
         seen = reader.describe(ps, file_ids[maybe])
         exact[maybe] = [
-            (f := seen.get(int(file_ids[i]))) is not None and f.digest == scan.digest
-            for i in maybe
+            (f := seen.get(int(file_ids[i]))) is not None and f.digest == scan.digest for i in maybe
         ]
     q_in_b = np.where(exact, 1.0, q_in_b)
     b_in_q = np.where(exact, 1.0, b_in_q)

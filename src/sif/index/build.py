@@ -241,8 +241,9 @@ def build_index(
     ``ParamSet(params, content.normalize)``. Files of the index under
     ``roots`` that are gone from disk (or changed, when the walk's filters
     left them out) are removed; files that the filters of ``options`` left
-    out but that are still as indexed, and files elsewhere, are kept; fingerprints under other parameter sets are kept beside, never
-    mixed. ``store`` replaces the on-disk index at
+    out but that are still as indexed, and files elsewhere, are kept;
+    fingerprints under other parameter sets are kept beside, never mixed.
+    ``store`` replaces the on-disk index at
     ``index`` (default location: :func:`sif.index.store.default_index_path`).
     Raises what :func:`sif.index.store.open_store` raises (``IndexInUse``,
     ``IndexCorrupt``); unreadable files are warnings. Cost: one stat per
