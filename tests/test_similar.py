@@ -195,7 +195,7 @@ def test_stored_pairs_reused_then_invalidated_by_a_change(tmp_path: Path) -> Non
 def test_rethreshold_skips_the_index_update_until_a_file_is_touched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sif.similar
+    import sif.similar.run
 
     write(tmp_path / "t/a.py", module(14))
     write(tmp_path / "t/b.py", module(14)[:20000] + module(15)[:5000])
@@ -203,7 +203,7 @@ def test_rethreshold_skips_the_index_update_until_a_file_is_touched(
     assert not first.stats.reused and len(first.pairs) == 1  # type: ignore[attr-defined]
     # Same walk: the stored pairs, without the index update (nor its catalog work).
     with monkeypatch.context() as m:
-        m.setattr(sif.similar, "build_index", None)  # called, it would raise
+        m.setattr(sif.similar.run, "build_index", None)  # called, it would raise
         again = run(tmp_path / "t", tmp_path / "idx", threshold=50)
     assert again.stats.reused and again.stats.index.unchanged == 2  # type: ignore[attr-defined]
     assert len(again.pairs) == 1  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import sif.similar
+import sif.similar.run
 from sif.similar import SimilarOptions, find_similar
 from textgen import text
 from treeutil import write
@@ -25,7 +25,7 @@ def test_stored_pairs_of_other_scoring_rules_are_collated_again(
     first = run()
     assert not first.stats.reused  # type: ignore[attr-defined]
     assert run().stats.reused  # type: ignore[attr-defined]
-    monkeypatch.setattr(sif.similar, "RULES_VERSION", sif.similar.RULES_VERSION + 1)
+    monkeypatch.setattr(sif.similar.run, "RULES_VERSION", sif.similar.run.RULES_VERSION + 1)
     newer = run()
     assert not newer.stats.reused and newer.stats.fingerprints > 0  # type: ignore[attr-defined]
     assert newer.pairs == first.pairs  # type: ignore[attr-defined]
