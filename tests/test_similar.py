@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import random
@@ -30,19 +29,15 @@ from sif.similar import (
     similar_sets,
     window_set,
 )
+from textgen import licence, text
 from treeutil import write
 
-STDLIB = sorted(
-    p
-    for p in glob.glob(os.path.join(os.path.dirname(os.__file__), "*.py"))
-    if 20_000 <= os.path.getsize(p) <= 60_000
-)
-LICENCE = Path("/usr/share/common-licenses/GPL-3").read_bytes()[:3000]
+LICENCE = licence(3000)  # a boilerplate header many files share
 
 
 def module(i: int) -> bytes:
-    """Real, unrelated source files (distinct stdlib modules)."""
-    return Path(STDLIB[i]).read_bytes()
+    """Unrelated source-like files of 24-54 KB (generated: the same on every host)."""
+    return text(1000 + i, 24_000 + (i * 7919) % 30_000)
 
 
 def run(tree: Path, index: Path, **opts: object) -> object:
@@ -200,7 +195,7 @@ def test_stored_pairs_reused_then_invalidated_by_a_change(tmp_path: Path) -> Non
 def test_rethreshold_skips_the_index_update_until_a_file_is_touched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sif.similar
+    import sif.similar.run
 
     write(tmp_path / "t/a.py", module(14))
     write(tmp_path / "t/b.py", module(14)[:20000] + module(15)[:5000])
@@ -208,7 +203,7 @@ def test_rethreshold_skips_the_index_update_until_a_file_is_touched(
     assert not first.stats.reused and len(first.pairs) == 1  # type: ignore[attr-defined]
     # Same walk: the stored pairs, without the index update (nor its catalog work).
     with monkeypatch.context() as m:
-        m.setattr(sif.similar, "build_index", None)  # called, it would raise
+        m.setattr(sif.similar.run, "build_index", None)  # called, it would raise
         again = run(tmp_path / "t", tmp_path / "idx", threshold=50)
     assert again.stats.reused and again.stats.index.unchanged == 2  # type: ignore[attr-defined]
     assert len(again.pairs) == 1  # type: ignore[attr-defined]
@@ -329,8 +324,10 @@ def test_cli_text_is_figure_3_and_json_csv(tmp_path: Path) -> None:
     }
     r = next(r for r in records if r["identical"])
     assert r["containment_a_in_b"] == 1.0 and r["jaccard"] == 1.0 and r["shared"] > 10
-    res = CliRunner().invoke(main, [*args, "--format", "csv", "--sets", "components"])
+    res = CliRunner().invoke(main, [*args, "--format", "csv"])
     assert res.stdout.splitlines()[0].startswith("a,b,size_a,size_b,kind,score")
+    res = CliRunner().invoke(main, [*args, "--format", "csv", "--sets", "components"])
+    assert res.exit_code == 2  # csv lists pairs: --sets has no csv form
 
 
 REREAD_SCRIPT = r"""

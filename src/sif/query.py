@@ -49,7 +49,7 @@ from sif.errors import ConfigError, IndexParamsMismatch
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import U32, ScannedFile, scan_entries
-from sif.index.store import IndexReader, ParamSet, kind_code, param_set, view_code
+from sif.index.store import IndexedFile, IndexReader, ParamSet, kind_code, param_set, view_code
 
 SCORES = ("similarity", "containment", "percent")
 
@@ -75,6 +75,10 @@ class Match:
     file_in_query: float
     exact: bool
     view: str = "raw"
+    file_size: int | None = None
+    """The size of the file on disk, when the entry is a whole file (``size`` is its
+    content's: decompressed, or the view's, such as an ELF's strings); ``None`` for a
+    member or when the file changed since it was indexed."""
 
     def score(self, by: str) -> float:
         """The figure the threshold applies to, in percent."""
@@ -98,6 +102,8 @@ class QueryResult:
     view: str = "raw"
     by: str = "similarity"
     """The score the threshold was compared with (:meth:`Match.score`)."""
+    file_size: int | None = None
+    """The size of the query file on disk when the entry is the whole file, else ``None``."""
 
 
 def resolve_params(
@@ -165,6 +171,7 @@ def match_scan(
     """
     if by not in SCORES:
         raise ConfigError(f"unknown score {by!r} (choose from {', '.join(SCORES)})")
+    check_threshold(threshold)
     if min_shared is None:
         min_shared = 1 if by == "percent" else 2
     ps = param_set(params)
@@ -175,11 +182,16 @@ def match_scan(
     scale = 1 if scan.windows is None else scan.scale
     query: U32 = np.union1d(own, sample)
     if len(query) == 0:
+        # No window (a file under the window's length): its exact copies, by digest.
+        if scan.size == 0:
+            return []
+        file_ids = reader.same_content(ps, scan.size, scan.digest)
+        qpos, inverse = np.empty(0, np.int64), np.empty(0, np.int64)
+    else:
+        qpos, ids = reader.lookup(ps, query)
+        file_ids, inverse = np.unique(ids, return_inverse=True)
+    if len(file_ids) == 0:
         return []
-    qpos, ids = reader.lookup(ps, query)
-    if len(ids) == 0:
-        return []
-    file_ids, inverse = np.unique(ids, return_inverse=True)
     # The paper's hits: rows of each file among the query's own fingerprints.
     hits = np.bincount(inverse, weights=np.isin(query, own)[qpos], minlength=len(file_ids))
     # Distinct values of each file among the query's sampled windows.
@@ -197,6 +209,18 @@ def match_scan(
         float(distinct_windows(scan.size, n, len(own), window)),
     )
     percent = 100.0 * hits / max(n, 1)
+    # Exact copies (same size and digest) hold all of each other: 100, whatever the
+    # estimate. Only files of the query's size and fingerprint count can be one.
+    exact = np.zeros(len(file_ids), dtype=bool)
+    maybe = np.flatnonzero(same & (st.size == scan.size) & (st.n_fp == n))
+    if len(maybe):
+        seen = reader.describe(ps, file_ids[maybe])
+        exact[maybe] = [
+            (f := seen.get(int(file_ids[i]))) is not None and f.digest == scan.digest for i in maybe
+        ]
+    q_in_b = np.where(exact, 1.0, q_in_b)
+    b_in_q = np.where(exact, 1.0, b_in_q)
+    percent = np.where(exact & (n == 0), 100.0, percent)
     score = {
         "percent": percent,
         "similarity": 100.0 * q_in_b,
@@ -204,7 +228,7 @@ def match_scan(
     }[by]
     # A file with fewer distinct values than min_shared needs them all.
     least = np.minimum(min_shared, np.maximum(st.n_distinct, 1))
-    keep = np.flatnonzero(same & (shared >= least) & (score >= threshold))
+    keep = np.flatnonzero(same & ((shared >= least) | exact) & (score >= threshold))
     info = reader.describe(ps, file_ids[keep])
     out: list[Match] = []
     for i in keep:
@@ -218,6 +242,7 @@ def match_scan(
         out.append(
             Match(
                 path=f.path,
+                file_size=_disk_size(f),
                 size=f.size,
                 kind=f.kind,
                 percent=float(percent[i]),
@@ -225,12 +250,36 @@ def match_scan(
                 shared=int(shared[i]),
                 query_in_file=float(q_in_b[i]),
                 file_in_query=float(b_in_q[i]),
-                exact=f.size == scan.size and f.digest == scan.digest,
+                exact=bool(exact[i]),
                 view=f.view,
             )
         )
     out.sort(key=lambda m: (-m.score(by), m.path))
     return out
+
+
+def _disk_size(f: IndexedFile) -> int | None:
+    """The size on disk of the whole file ``f`` as indexed, or ``None`` (a member, or
+    the file changed or went since). Cost: one ``stat``."""
+    if f.member:
+        return None
+    try:
+        st = os.stat(f.path)
+    except OSError:
+        return None
+    if (st.st_dev, st.st_ino, st.st_mtime_ns) != (f.dev, f.ino, f.mtime_ns):
+        return None
+    return st.st_size
+
+
+def check_threshold(threshold: float) -> None:
+    """``threshold`` is a percentage in 0..100 (:class:`ConfigError` otherwise).
+
+    With ``by="percent"`` the score itself can exceed 100 (multiplicity): such
+    a file passes any threshold.
+    """
+    if not 0 <= threshold <= 100:
+        raise ConfigError(f"threshold must be in 0..100, got {threshold:g}")
 
 
 def query_files(
@@ -253,6 +302,7 @@ def query_files(
     file, or a problem inside one, is a warning. Cost per file: one read of
     it (plus decompression), then :func:`match_scan` per entry.
     """
+    check_threshold(threshold)
     ps, anchors = resolve_params(reader, params, normalize=normalize)
     content = ContentOptions(normalize=ps.normalize)
     for path in paths:
@@ -284,4 +334,5 @@ def query_files(
                 tuple(matches),
                 e.label,
                 by,
+                st.st_size if e.path == e.origin else None,
             )

@@ -22,10 +22,12 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from sif.events import display_path
-from sif.exact import Group
+
+if TYPE_CHECKING:  # not imported at run time: sif query needs none of the replica pipeline
+    from sif.exact import Group
 
 DUPES_FORMATS = ("text", "fdupes", "json", "csv")
 
@@ -118,6 +120,7 @@ _QUERY_FIELDS = [
     "query",
     "path",
     "size",
+    "content_size",
     "kind",
     "view",
     "similarity",
@@ -137,9 +140,12 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
     ``text`` follows the paper's Figure 3: ``R`` and the query's size, then
     one line per match with the score the threshold compared (``q.by``: the
     similarity by default), the path and the size; exact copies end with
-    ``(exact copy)``; a blank line between queries. ``json`` and ``csv``
-    give one record per match, with the similarity, the paper's percentage
-    (``percent``: it can exceed 100) and both containment estimates.
+    ``(exact copy)``; a blank line between queries. A size is the file's on
+    disk, followed by ``(content N)`` when what was compared differs
+    (decompressed bytes, an ELF's strings). ``json`` and ``csv`` give one
+    record per match, with the similarity, the paper's percentage
+    (``percent``: it can exceed 100), both containment estimates, ``size``
+    (the file's, where known, else the content's) and ``content_size``.
     """
     if fmt == "text":
         first = True
@@ -147,11 +153,13 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
             if not first:
                 out.write(b"\n")
             first = False
-            out.write(f"R100 {display_path(q.path)} {q.size}\n".encode())
+            size = _sizes(getattr(q, "file_size", None), q.size)
+            out.write(f"R100 {display_path(q.path)} {size}\n".encode())
             for m in q.matches:
                 mark = "  (exact copy)" if m.exact else ""
                 score = m.score(getattr(q, "by", "similarity"))
-                line = f"{score:4.0f} {display_path(m.path)} {m.size}{mark}\n"
+                size = _sizes(getattr(m, "file_size", None), m.size)
+                line = f"{score:4.0f} {display_path(m.path)} {size}{mark}\n"
                 out.write(line.encode())
             out.flush()
     elif fmt == "json":
@@ -172,11 +180,20 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
         raise ValueError(f"unknown format {fmt!r}")
 
 
+def _sizes(file_size: int | None, view_size: int) -> str:
+    """The file's size, then its content's (decompressed, or a view) where it differs."""
+    if file_size is None or file_size == view_size:
+        return f"{view_size}"
+    return f"{file_size} (content {view_size})"
+
+
 def _query_record(q: Any, m: Any) -> dict[str, Any]:
+    file_size = getattr(m, "file_size", None)
     return {
         "query": q.path,
         "path": m.path,
-        "size": m.size,
+        "size": m.size if file_size is None else file_size,
+        "content_size": m.size,
         "kind": m.kind,
         "view": m.view,
         "similarity": round(100 * m.query_in_file, 2),

@@ -28,10 +28,11 @@ from sif.cli.index_options import (
 @click.option(
     "-t",
     "--threshold",
-    type=click.FloatRange(0),
+    type=click.FloatRange(0, 100),
     default=50.0,
     show_default=True,
-    help="Least score, in percent, of a file listed.",
+    help="Least score, in percent (0..100), of a file listed; with --by percent, "
+    "whose figure can exceed 100, any such file passes.",
 )
 @click.option(
     "--by",
@@ -77,7 +78,10 @@ def query(
     -t; in json and csv also the share of it found in FILE, the paper's
     percentage (FILE's fingerprints found in it, counted with multiplicity,
     so it can exceed 100) and whether it is an exact copy (same size and
-    BLAKE3 digest). An archive FILE is queried member by member. FILE itself
+    BLAKE3 digest: it scores 100; a FILE under the 50-byte window is matched by
+    digest alone). Sizes are the files' on disk, with the content's where it
+    differs (decompressed, an ELF's strings). An archive FILE is queried
+    member by member. FILE itself
     is left out. --normalize/--raw must match a parameter set of the index.
     The index is read as last committed, even while 'sif index' writes it.
 

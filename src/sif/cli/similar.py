@@ -70,6 +70,7 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
     type=click.Choice(["cliques", "components"]),
     help="Interesting sets instead of groups: pairwise-similar cliques, or components.",
 )
+@click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @click.option(
     "--memory-limit",
     default=DEFAULT_MEMORY_LIMIT,
@@ -93,6 +94,7 @@ def similar(
     same_suffix: bool,
     exact: bool,
     sets: str | None,
+    wait: bool,
     memory_limit: str,
     index: str | None,
     scheme: str | None,
@@ -116,7 +118,9 @@ def similar(
     filter right after a run opens no file. Files of different kinds (text,
     binary) are never compared. The score compared with -t is the estimated
     share of the smaller file held by the larger; the text report shows the
-    paper's percentage beside each file (it can exceed 100).
+    paper's percentage beside each file (it can exceed 100). --sets gives
+    text or json (one set a line); csv lists pairs and refuses --sets. A
+    second writer of the index fails with "index in use", or waits with --wait.
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
@@ -126,6 +130,10 @@ def similar(
     from sif.similar import SimilarOptions, find_similar
     from sif.walk import WalkOptions
 
+    if sets is not None and fmt == "csv":
+        raise click.UsageError(
+            "--sets has no csv form (csv lists pairs): use --format text or json with --sets"
+        )
     roots = collect_roots(paths, from_file, null)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
@@ -156,6 +164,7 @@ def similar(
             jobs=jobs,
             memory_limit=memory_limit,
             content=ContentOptions(normalize=mode) if mode else None,
+            wait=wait,
             on_warning=warnings,
             progress=progress,
         )

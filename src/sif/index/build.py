@@ -67,6 +67,8 @@ class IndexStats:
     """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
     exactly those files, unless ``failed`` (a stat walk giving the same digest later
     means nothing under the roots changed)."""
+    walked: RecordColumns | None = field(default=None, repr=False, compare=False)
+    """This run's walk: the files in the scope of the command (its filters applied)."""
 
 
 # Set before the pool forks, so that workers inherit them instead of receiving
@@ -125,13 +127,34 @@ def _under(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
+def _unchanged_on_disk(origin: str, known: KnownColumns, i: int) -> bool:
+    """Whether the file ``origin`` that the walk did not meet is still there as indexed.
+
+    A filter (``--exclude``, ``--include``, sizes, hidden files, one file
+    system) narrows what a run walks, not what the index holds: an entry
+    leaves the index only when its file is gone, or no longer the one indexed
+    (another (device, inode, size, mtime), which the run cannot re-read since
+    it is out of its scope). Cost: one ``stat`` per indexed file not walked.
+    """
+    try:
+        st = os.stat(origin)
+    except OSError:
+        return False
+    return (
+        st.st_dev == int(known.dev[i])
+        and st.st_ino == int(known.ino[i])
+        and st.st_size == int(known.size[i])
+        and st.st_mtime_ns == int(known.mtime_ns[i])
+    )
+
+
 @dataclass
 class _Plan:
     """What a run must do: files to read, old entries they replace, entries that go."""
 
     todo: list[_Item]
     replaced: dict[str, list[int]]  # path on disk -> ids of its entries now
-    gone: list[int]  # ids of the entries of files under the roots that the walk missed
+    gone: list[int]  # ids of the entries of files under the roots gone from disk (or changed)
     new: int
     changed: int
     unchanged: int
@@ -177,10 +200,16 @@ def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Pl
         replaced.setdefault(origins[i], []).append(int(ids[i]))
     gone: list[int] = []
     removed: set[str] = set()
+    kept: dict[str, bool] = {}
     for i in np.flatnonzero(~met[rep]).tolist():
-        if _under(origins[i], roots):
+        o = origins[i]
+        if _under(o, roots):
+            if o not in kept:
+                kept[o] = _unchanged_on_disk(o, known, i)
+            if kept[o]:  # filtered out of this walk, still there as indexed: out of scope
+                continue
             gone.append(int(ids[i]))
-            removed.add(origins[i])
+            removed.add(o)
     n_changed = int(changed.sum())
     n_same = int(same.sum())
     return _Plan(todo, replaced, gone, len(todo) - n_changed, n_changed, n_same, len(removed))
@@ -210,9 +239,11 @@ def build_index(
     Each file is indexed as its entries under ``content`` (default
     ``ContentOptions()``: normalisation ``auto``); the parameter set is
     ``ParamSet(params, content.normalize)``. Files of the index under
-    ``roots`` that the walk no longer meets are removed; files elsewhere are
-    kept; fingerprints under other parameter sets are kept beside, never
-    mixed. ``store`` replaces the on-disk index at
+    ``roots`` that are gone from disk (or changed, when the walk's filters
+    left them out) are removed; files that the filters of ``options`` left
+    out but that are still as indexed, and files elsewhere, are kept;
+    fingerprints under other parameter sets are kept beside, never mixed.
+    ``store`` replaces the on-disk index at
     ``index`` (default location: :func:`sif.index.store.default_index_path`).
     Raises what :func:`sif.index.store.open_store` raises (``IndexInUse``,
     ``IndexCorrupt``); unreadable files are warnings. Cost: one stat per
@@ -239,6 +270,7 @@ def build_index(
         progress.stage("walking", None)
         cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
         stats.walk_digest = cols.digest()
+        stats.walked = cols
         known = store.known_columns(pset)
         plan = _plan(cols, known, abs_roots)
         todo, replaced, gone = plan.todo, plan.replaced, plan.gone

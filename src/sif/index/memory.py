@@ -144,5 +144,10 @@ class MemoryIndex:
             col(lambda f: view_code(f.view)),
         )
 
+    def same_content(self, params: FingerprintParams | ParamSet, size: int, digest: bytes) -> U32:
+        files = self._files.get(param_set(params), {})
+        hits = [i for i, v in files.items() if v[0].size == size and v[0].digest == digest]
+        return np.array(sorted(hits), dtype=np.uint32)
+
     def close(self) -> None:
         pass

@@ -154,6 +154,23 @@ class SnapshotReader:
             ids, found, cols["n_fp"], cols["n_distinct"], cols["size"], cols["kind"], cols["view"]
         )
 
+    def same_content(self, params: FingerprintParams | ParamSet, size: int, digest: bytes) -> U32:
+        """Cost: a comparison of every file record of the set's segments (vectorised)."""
+        pid = self._pid(params)
+        parts = [np.empty(0, np.uint32)]
+        for seg in self._segments.get(pid, []) if pid is not None else []:
+            r = seg.files
+            hit = r["size"] == size
+            if len(digest) == r.dtype["digest"].itemsize:
+                hit &= r["digest"] == np.void(digest)
+            else:
+                hit[:] = False
+            parts.append(np.asarray(r["id"][hit], dtype=np.uint32))
+        ids = np.concatenate(parts)
+        if len(self._dead) and len(ids):
+            ids = ids[~np.isin(ids, self._dead)]
+        return np.unique(ids)
+
     def close(self) -> None:
         self._segments = {}
 

@@ -222,6 +222,13 @@ class IndexReader(Protocol):
         """Sizes, fingerprint counts, kinds and views of ``ids``, vectorised (for scoring)."""
         ...
 
+    def same_content(self, params: FingerprintParams | ParamSet, size: int, digest: bytes) -> U32:
+        """The live entries under ``params`` of ``size`` bytes with this content digest.
+
+        For a query without fingerprints (under the window's length): its exact copies.
+        """
+        ...
+
     def close(self) -> None: ...
 
 

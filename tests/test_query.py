@@ -1,0 +1,146 @@
+"""sif query: exact copies, tiny files, sizes, the threshold's range (subprocess runs)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from textgen import text
+from treeutil import write
+
+
+def sif(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sif", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("q")
+    big = text(103, 120_000)  # long enough to be sampled: its copy was estimated at 91%
+    write(root / "t/big.txt", big)
+    write(root / "t/copy.txt", big)
+    write(root / "t/tiny1", b"MIT licence, see COPYING\n")  # 25 bytes: no 50-byte window
+    write(root / "t/tiny2", b"MIT licence, see COPYING\n")
+    write(root / "t/tiny3", b"BSD licence, see COPYING\n")
+    write(root / "t/doc.txt.gz", gzip.compress(text(5, 20_000), mtime=0))
+    write(root / "plain.txt", text(5, 20_000))  # not indexed: the query
+    assert sif("index", "-q", "--index", root / "idx", root / "t").returncode == 0
+    return root
+
+
+def records(run: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert run.returncode == 0, run.stderr
+    return [json.loads(line) for line in run.stdout.splitlines()]
+
+
+def test_an_exact_copy_scores_100(indexed: Path) -> None:
+    for by in ("similarity", "containment", "percent"):
+        run = sif(
+            "query",
+            "--index",
+            indexed / "idx",
+            "-t",
+            "100",
+            "--by",
+            by,
+            "--format",
+            "json",
+            indexed / "t/big.txt",
+        )
+        (r,) = records(run)
+        assert r["path"] == str(indexed / "t/copy.txt") and r["exact"] is True
+        assert r["similarity"] == 100.0 and r["containment_file_in_query"] == 1.0
+
+
+def test_identical_files_under_the_window_are_matched_by_digest(indexed: Path) -> None:
+    run = sif("query", "--index", indexed / "idx", "-t", "100", indexed / "t/tiny1")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        f"R100 {indexed / 't/tiny1'} 25",
+        f" 100 {indexed / 't/tiny2'} 25  (exact copy)",
+    ]
+    (r,) = records(
+        sif("query", "--index", indexed / "idx", "--format", "json", indexed / "t/tiny2")
+    )
+    assert r["path"] == str(indexed / "t/tiny1") and r["exact"] is True and r["percent"] == 100.0
+
+
+def test_sizes_are_the_files_with_the_content_where_it_differs(indexed: Path) -> None:
+    gz = indexed / "t/doc.txt.gz"
+    run = sif("query", "--index", indexed / "idx", indexed / "plain.txt")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        f"R100 {indexed / 'plain.txt'} 20000",
+        f" 100 {gz} {gz.stat().st_size} (content 20000)  (exact copy)",
+    ]
+    run = sif("query", "--index", indexed / "idx", "--format", "json", indexed / "plain.txt")
+    (r,) = records(run)
+    assert (r["size"], r["content_size"]) == (gz.stat().st_size, 20000)
+    run = sif("query", "--index", indexed / "idx", "--format", "csv", indexed / "plain.txt")
+    head, row = run.stdout.splitlines()
+    assert dict(zip(head.split(","), row.split(","), strict=True))["content_size"] == "20000"
+
+
+@pytest.mark.parametrize("command", ["query", "similar"])
+@pytest.mark.parametrize("value", ["150", "-1"])
+def test_a_threshold_outside_0_to_100_is_a_usage_error(
+    indexed: Path, command: str, value: str
+) -> None:
+    run = sif(command, "--index", indexed / "idx", "-t", value, indexed / "t/big.txt")
+    assert run.returncode == 2
+    assert "-t" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_library_rejects_such_a_threshold_too(indexed: Path) -> None:
+    from sif.errors import ConfigError
+    from sif.index import open_reader
+    from sif.query import query_files
+
+    reader = open_reader(indexed / "idx")
+    try:
+        with pytest.raises(ConfigError, match=r"0\.\.100"):
+            list(query_files([indexed / "t/big.txt"], reader, threshold=150))
+    finally:
+        reader.close()
+
+
+CHECK_IMPORTS = """
+import sys
+from sif.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+heavy = ["sif.index.build", "sif.exact", "sif.exact.pipeline", "sif.walk", "sif.executors",
+         "sif.similar", "sif.index.duck", "duckdb", "multiprocessing", "concurrent.futures"]
+print(" ".join(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_a_query_imports_neither_the_index_builder_nor_the_exact_pipeline(indexed: Path) -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHECK_IMPORTS,
+            "query",
+            "--index",
+            str(indexed / "idx"),
+            str(indexed / "t/big.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"R100 {indexed / 't/big.txt'} 120000"
+    assert lines[-1] == ""  # none of them was imported

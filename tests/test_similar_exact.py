@@ -1,0 +1,109 @@
+"""``sif similar --exact``: a known exact score always decides."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sif.similar import SimilarOptions, find_similar
+from textgen import text
+from treeutil import write
+
+
+def names(result: object) -> set[tuple[str, str]]:
+    return {
+        (os.path.basename(p.a.path), os.path.basename(p.b.path))
+        for p in result.pairs  # type: ignore[attr-defined]
+    }
+
+
+def test_exact_keeps_a_pair_whose_stored_exact_score_passes_and_estimate_does_not(
+    tmp_path: Path,
+) -> None:
+    # a and b share a boilerplate passage that c holds too: with max_df = 2 its
+    # fingerprints are stop-fingerprints, so the estimate of (a, b) counts only the
+    # passage x they alone share (about 12%), while the exact score is about 90%.
+    boiler, x = text(1, 9000), text(2, 1500)
+    write(tmp_path / "t/a.txt", boiler + x + text(3, 1000))
+    write(tmp_path / "t/b.txt", boiler + x + text(4, 1000))
+    write(tmp_path / "t/c.txt", boiler + text(5, 1000))
+
+    def run(t: float, exact: bool) -> object:
+        opts = SimilarOptions(threshold=t, max_df=2, exact=exact)
+        return find_similar([tmp_path / "t"], tmp_path / "idx", options=opts, jobs=1)
+
+    low = run(8, exact=True)  # candidates from 4%: (a, b) is scored exactly and stored
+    (p,) = low.pairs  # type: ignore[attr-defined]
+    assert p.exact_a_in_b is not None and p.score > 80
+    assert 100 * max(p.a_in_b, p.b_in_a) < 25  # the estimate: under half of -t 50 below
+    default = run(50, exact=False)
+    exact = run(50, exact=True)
+    assert names(default) == {("a.txt", "b.txt")}
+    assert names(exact) == names(default)
+    assert exact.stats.exact_pairs == 0  # type: ignore[attr-defined]  # nothing to score again
+
+
+def test_identical_files_under_the_window_are_reported_as_exact_copies(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    write(tmp_path / "t/x/__init__.py", b"from .core import run\n")  # 22 bytes
+    write(tmp_path / "t/y/__init__.py", b"from .core import run\n")
+    write(tmp_path / "t/z/__init__.py", b"from .core import walk\n")  # same size as none
+    write(tmp_path / "t/w/__init__.py", b"from .core import ran\n")  # same size, not alike
+    result = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(), jobs=1)
+    (p,) = result.pairs
+    assert {p.a.path, p.b.path} == {str(tmp_path / f"t/{d}/__init__.py") for d in "xy"}
+    assert p.identical and p.score == 100.0 and p.exact_a_in_b == p.exact_b_in_a == 1.0
+    # Stored with the counts: a re-threshold at 100 reuses and keeps it.
+    again = find_similar(
+        [tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(threshold=100), jobs=1
+    )
+    assert again.stats.reused and again.pairs == result.pairs
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sif",
+            "similar",
+            "-q",
+            "--index",
+            str(tmp_path / "idx"),
+            str(tmp_path / "t"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1:] == [
+        "",
+        f"R100 {tmp_path / 't/x/__init__.py'} 22",
+        f" 100 {tmp_path / 't/y/__init__.py'} 22  (exact copy)",
+    ]
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sif",
+            "similar",
+            "-q",
+            "--format",
+            "json",
+            "--index",
+            str(tmp_path / "idx"),
+            str(tmp_path / "t"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    (record,) = [json.loads(x) for x in run.stdout.splitlines()]
+    assert record["identical"] is True and record["score"] == 100.0
+
+
+def test_more_identical_tiny_files_than_max_df_pair_none(tmp_path: Path) -> None:
+    for i in range(4):
+        write(tmp_path / f"t/{i}/__init__.py", b"# package\n")
+    three = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(max_df=3))
+    four = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(max_df=4))
+    assert three.pairs == () and len(four.pairs) == 6
