@@ -261,9 +261,8 @@ def test_read_only_opens_share_the_lock(tmp_path: Path) -> None:
         assert code == 0, err
     finally:
         first.close()
-    with DuckStore(str(idx)):
-        with pytest.raises(IndexInUse):
-            DuckStore(str(idx), read_only=True)
+    with DuckStore(str(idx)), pytest.raises(IndexInUse):
+        DuckStore(str(idx), read_only=True)
 
 
 # --- layout entries of the wrong kind ---------------------------------------------------
@@ -366,6 +365,9 @@ def test_no_space_left_keeps_the_last_committed_state(tmp_path: Path, small_fs: 
     filler = small_fs / "filler"
     with open(filler, "wb") as f:  # leave the index about 150 KB
         f.write(b"\0" * (os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize - 150_000))
+    code, _, err = sif("index", "-j1", "--rebuild", "--index", idx, small, big)
+    assert code == 3 and "No space left on device" in one_line(err)
+    assert indexed(idx) == before and os.listdir(idx / "tmp") == []  # the rebuild is dropped
     code, _, err = sif("index", "-j1", "--checkpoint-bytes", "300000", "--index", idx, small, big)
     line = one_line(err)
     assert code == 3 and f"cannot write the index {idx}" in line

@@ -237,8 +237,12 @@ def build_index(
     started = time.perf_counter()
     abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
     for root in abs_roots:  # before anything is created: a typo makes no index
-        if not os.path.lexists(root):
-            raise ConfigError(f"{root}: no such file or directory")
+        try:
+            os.lstat(root)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise ConfigError(f"{root}: {exc.strerror}") from None
+        except OSError:
+            pass  # the walk warns, naming the cause
     params = params or DEFAULT_PARAMS
     content = content or ContentOptions()
     pset = ParamSet(params, content.normalize)

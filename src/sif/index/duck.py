@@ -58,6 +58,7 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import shutil
@@ -158,6 +159,16 @@ MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] =
 
 def _own_segment(name: str) -> bool:
     return indexdir.SEGMENT_NAME.match(name) is not None
+
+
+_IO_CAUSES = tuple(
+    os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
+)
+
+
+def _io_failure(exc: duckdb.Error) -> bool:
+    """Whether DuckDB failed for want of space or permission (it gives no errno)."""
+    return any(cause in str(exc) for cause in _IO_CAUSES)
 
 
 def _write_error(root: str, exc: BaseException) -> IndexUnusable | None:
@@ -306,6 +317,10 @@ class DuckStore:
             elif tables:
                 raise IndexCorrupt(f"{path}: not a sif index")
         except duckdb.Error as exc:
+            if _io_failure(exc):  # not damage: a disk that is full, or a file we may not open
+                raise IndexUnusable(
+                    f"cannot open the index catalog {path}: {str(exc).splitlines()[0]}"
+                ) from exc
             raise IndexCorrupt(
                 f"{path}: not a readable sif index ({str(exc).splitlines()[0]}); "
                 "'sif index --rebuild' rebuilds it"

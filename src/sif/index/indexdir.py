@@ -57,10 +57,20 @@ def is_own_name(name: str) -> bool:
 def cannot_write(root: str, exc: OSError) -> IndexUnusable:
     """The one-line error for an ``OSError`` met writing the index at ``root``."""
     where = f" ({exc.filename})" if exc.filename and exc.filename != root else ""
+    cause = exc.strerror or str(exc)
+    if exc.errno is None and _nearly_full(root):  # numpy's short write: "N requested..."
+        cause = os.strerror(errno.ENOSPC)
     return IndexUnusable(
-        f"cannot write the index {root}: {exc.strerror or exc}{where}; "
-        "it keeps its last committed state"
+        f"cannot write the index {root}: {cause}{where}; it keeps its last committed state"
     )
+
+
+def _nearly_full(path: str) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
 
 
 def _kind(mode: int) -> str:
