@@ -247,7 +247,7 @@ def test_read_only_opens_share_the_lock(tmp_path: Path) -> None:
     try:
         with DuckStore(str(idx), read_only=True) as second:  # two re-thresholds at once
             assert second.catalog().execute("SELECT count(*) FROM files").fetchone() == (2,)
-        with pytest.raises(IndexInUse):  # but no writer while they read
+        with pytest.raises(IndexInUse, match="being read by another sif"):  # no writer now
             open_store(idx)
         # a re-threshold of `sif similar` while another holds the catalog read-only
         code, _, err = sif("similar", "-j1", "--index", idx, tmp_path / "t")

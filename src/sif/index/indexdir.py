@@ -247,13 +247,17 @@ def lock(root: str, wait: bool, shared: bool = False) -> int:
     try:
         fcntl.flock(fd, mode | (0 if wait else fcntl.LOCK_NB))
     except OSError as exc:
-        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
         os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        if not pid:  # no writer wrote its pid: readers hold it (a writer empties it on exit)
             raise IndexInUse(
-                f"index in use (pid {pid}): {root} is being written; wait for it, or use --wait"
+                f"index in use: {root} is being read by another sif; wait for it, or use --wait"
             ) from None
-        raise
+        raise IndexInUse(
+            f"index in use (pid {pid}): {root} is being written; wait for it, or use --wait"
+        ) from None
     if not shared:
         with contextlib.suppress(OSError):  # only informative (and may not fit a full disk)
             os.ftruncate(fd, 0)
