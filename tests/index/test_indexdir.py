@@ -18,11 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sif.errors import ConfigError, IndexCorrupt, IndexInUse
 from sif.index import build_index, open_reader, open_store
 from sif.index.duck import DuckStore
-from sif.index.indexdir import MARKER
+from sif.index.indexdir import MANIFEST_NAME, MARKER, SEGMENT_NAME, is_own_name
 from treeutil import write
 
 
@@ -88,6 +90,42 @@ def test_rebuild_deletes_only_what_sif_wrote(tmp_path: Path) -> None:
     assert (idx / "mine" / "data.bin").read_bytes() == b"also mine"
     assert len(indexed(idx)) == 4
     assert os.listdir(idx / "tmp") == []  # the rebuild's staging directory is gone
+
+
+_NAME = st.text("abcxyz019._-", min_size=1, max_size=10).filter(lambda n: n not in (".", ".."))
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    top=st.sets(_NAME.filter(lambda n: not is_own_name(n)), max_size=4),
+    in_segments=st.sets(_NAME.filter(lambda n: not SEGMENT_NAME.match(n)), max_size=3),
+    in_manifests=st.sets(_NAME.filter(lambda n: not MANIFEST_NAME.match(n)), max_size=3),
+    in_tmp=st.sets(_NAME.filter(lambda n: not n.startswith("rebuild-")), max_size=3),
+)
+def test_index_runs_never_delete_a_name_sif_does_not_write(
+    tmp_path_factory: pytest.TempPathFactory,
+    top: set[str],
+    in_segments: set[str],
+    in_manifests: set[str],
+    in_tmp: set[str],
+) -> None:
+    base = tmp_path_factory.mktemp("foreign")
+    texts(base / "t", 3)
+    idx = base / "idx"
+    build_index([base / "t"], idx, jobs=1)
+    planted = [idx / n for n in top] + [idx / "segments" / n for n in in_segments]
+    planted += [idx / "manifests" / n for n in in_manifests]
+    planted += [idx / "tmp" / n for n in in_tmp]
+    for path in planted:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"not sif's")
+    write(base / "t" / "new.txt", b"one more file " * 100)
+    build_index([base / "t"], idx, jobs=1)  # an update (commit, publish, retire)
+    build_index([base / "t"], idx, jobs=1, rebuild=True)
+    assert all(p.read_bytes() == b"not sif's" for p in planted)
+    assert len(indexed(idx)) == 4
 
 
 def test_a_non_empty_directory_without_the_marker_is_refused(tmp_path: Path) -> None:

@@ -39,7 +39,8 @@ LOCK = "lock"
 #: Directories of the layout, and files (sif may replace either kind under ``--rebuild``).
 LAYOUT_DIRS = ("segments", "manifests", "anchors", "tmp")
 LAYOUT_FILES = (CATALOG, CATALOG + ".wal", "CURRENT")
-OWN_NAMES = frozenset((MARKER, LOCK, *LAYOUT_DIRS, *LAYOUT_FILES))
+#: ... and ``catalog.duckdb.tmp/``, where DuckDB spills when no ``temp_directory`` is set.
+OWN_NAMES = frozenset((MARKER, LOCK, *LAYOUT_DIRS, *LAYOUT_FILES, CATALOG + ".tmp"))
 #: Temporaries: ``CURRENT.tmpPID`` (before mkstemp), ``CURRENT.tmpXXXXXXXX``, the marker's.
 _OWN_TEMP = re.compile(r"(CURRENT|SIF-INDEX)\.tmp[A-Za-z0-9_]*\Z")
 SEGMENT_NAME = re.compile(r"seg-(\d+)(\.[A-Za-z0-9_.]*)?\Z")
