@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 
 from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
 
@@ -322,6 +321,8 @@ def _umask() -> int:
 
 def temp_file(directory: str, prefix: str) -> tuple[int, str]:
     """A new file in ``directory`` with an unpredictable name: (descriptor, path)."""
+    import tempfile  # only writers need it (sif query imports this module)
+
     fd, path = tempfile.mkstemp(prefix=prefix, dir=directory)
     os.fchmod(fd, 0o666 & ~_umask())
     return fd, path
@@ -329,6 +330,8 @@ def temp_file(directory: str, prefix: str) -> tuple[int, str]:
 
 def temp_dir(directory: str, prefix: str, suffix: str = "") -> str:
     """A new directory in ``directory`` with an unpredictable name."""
+    import tempfile
+
     path = tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=directory)
     os.chmod(path, 0o777 & ~_umask())
     return path
