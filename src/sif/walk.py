@@ -71,6 +71,7 @@ class WalkOptions:
     follow_symlinks: bool = False
     one_file_system: bool = False
     empty: bool = False
+    skip_dirs: frozenset[tuple[int, int]] = frozenset()
 
     def __post_init__(self) -> None:
         if self.min_size < 0:
@@ -259,7 +260,7 @@ class Walker:
 
     def _walk_dir(self, top: str, top_dev: int, top_st: os.stat_result) -> Iterator[FileRecord]:
         key = (top_st.st_dev, top_st.st_ino)
-        if key in self._visited:
+        if key in self._visited or key in self.options.skip_dirs:
             return
         self._visited.add(key)
         yield from self._walk_units([(top, top_dev, frozenset({key}))])
@@ -354,6 +355,8 @@ class Walker:
                             pass  # reached before through another link
                         elif opts.one_file_system and st.st_dev != top_dev:
                             pass
+                        elif dkey in opts.skip_dirs:
+                            pass  # never entered (the index directory)
                         else:
                             visited.add(dkey)
                             subdirs.append((path, top_dev, ancestors | {dkey}))
@@ -404,7 +407,7 @@ class Walker:
                 continue
             if stat.S_ISDIR(st.st_mode):
                 key = (st.st_dev, st.st_ino)
-                if key not in self._visited:
+                if key not in self._visited and key not in self.options.skip_dirs:
                     self._visited.add(key)
                     frontier.append((path, st.st_dev, frozenset({key})))
             elif stat.S_ISREG(st.st_mode):

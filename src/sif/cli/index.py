@@ -33,7 +33,11 @@ from sif.cli.index_options import (
 @index_option
 @fingerprint_options
 @content_options
-@click.option("--rebuild", is_flag=True, help="Discard the index and build it anew.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build the index anew, beside the old one, which answers queries until it is replaced.",
+)
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @jobs_option
 @click.option("--checkpoint-bytes", type=click.IntRange(1), hidden=True)

@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
+from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
@@ -215,6 +216,17 @@ def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Pl
     return _Plan(todo, replaced, gone, len(todo) - n_changed, n_changed, n_same, len(removed))
 
 
+def skip_index_dir(options: WalkOptions, directory: str | None) -> WalkOptions:
+    """``options`` that never walk into the index directory ``directory`` (by inode)."""
+    try:
+        st = os.stat(directory) if directory is not None else None
+    except OSError:
+        st = None
+    if st is None:
+        return options
+    return replace(options, skip_dirs=options.skip_dirs | {(st.st_dev, st.st_ino)})
+
+
 def build_index(
     roots: Iterable[str | os.PathLike[str]],
     index: str | os.PathLike[str] | None = None,
@@ -245,12 +257,23 @@ def build_index(
     fingerprints under other parameter sets are kept beside, never mixed.
     ``store`` replaces the on-disk index at
     ``index`` (default location: :func:`sif.index.store.default_index_path`).
-    Raises what :func:`sif.index.store.open_store` raises (``IndexInUse``,
-    ``IndexCorrupt``); unreadable files are warnings. Cost: one stat per
+    Raises :class:`ConfigError` for a root that does not exist, before
+    anything is created, and what :func:`sif.index.store.open_store` raises
+    (``IndexInUse``, ``IndexCorrupt``, ``IndexUnusable`` for a directory that
+    is not an index or cannot be written); unreadable files are warnings. The
+    index directory is never walked (it may lie under a root). Cost: one stat per
     file, one read of each new or changed file, a commit per checkpoint.
     """
     global _PARAMS, _ANCHORS, _CONTENT
     started = time.perf_counter()
+    abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
+    for root in abs_roots:  # before anything is created: a typo makes no index
+        try:
+            os.lstat(root)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise ConfigError(f"{root}: {exc.strerror}") from None
+        except OSError:
+            pass  # the walk warns, naming the cause
     params = params or DEFAULT_PARAMS
     content = content or ContentOptions()
     pset = ParamSet(params, content.normalize)
@@ -266,7 +289,7 @@ def build_index(
     try:
         if store is None:
             store = open_store(index, wait=wait, rebuild=rebuild)
-        abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
+        options = skip_index_dir(options, getattr(store, "directory", None))
         progress.stage("walking", None)
         cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
         stats.walk_digest = cols.digest()

@@ -1,12 +1,19 @@
 """The on-disk index: a DuckDB catalog, immutable fingerprint segments, a lock.
 
-Layout of an index directory::
+Layout of an index directory (sif writes and deletes nothing else in it,
+:mod:`sif.index.indexdir`)::
 
-    lock                  flock'ed by the one writer; holds its pid
+    SIF-INDEX             the marker: "sif-index 1"; sif writes only into a marked dir
+    lock                  flock'ed by the one writer (holds its pid), shared by readers
     catalog.duckdb        the writer's database of record (schema below)
     segments/seg-NNNNNN/  fingerprint rows and file metadata (sif.index.segments)
     manifests/gen-N.json  a published state; CURRENT names the one in force
     anchors/DIGEST.json   anchor sets of the ``anchors`` parameter sets
+    tmp/                  DuckDB's spill files; tmp/rebuild-XXXXXXXX/ a rebuild under way
+
+A rebuild (``--rebuild``) writes a new catalog and segments in
+``tmp/rebuild-*``, numbered after the old ones, and swaps them in at the end
+(:meth:`DuckStore._swap_in`): until then readers answer from the old state.
 
 Why two stores: DuckDB lets no other process open a file while one process
 writes it, so ``sif query`` during ``sif index`` could not read a DuckDB
@@ -52,19 +59,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
+import functools
 import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
 
 from sif.core.anchors import AnchorSet
-from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
+from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
+from sif.index import indexdir
 from sif.index.segments import (
     Manifest,
     Segment,
@@ -84,7 +92,7 @@ from sif.index.store import (
     view_code,
 )
 
-CATALOG = "catalog.duckdb"
+CATALOG = indexdir.CATALOG
 SCHEMA_VERSION = 4
 
 #: Compact a parameter set once it has more segments than this...
@@ -149,78 +157,146 @@ MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] =
 """Registered migrations, applied in order, each in its own transaction."""
 
 
+def _own_segment(name: str) -> bool:
+    return indexdir.SEGMENT_NAME.match(name) is not None
+
+
+_IO_CAUSES = tuple(
+    os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
+)
+
+
+def _io_failure(exc: duckdb.Error) -> bool:
+    """Whether DuckDB failed for want of space or permission (it gives no errno)."""
+    return any(cause in str(exc) for cause in _IO_CAUSES)
+
+
+def _write_error(root: str, exc: BaseException) -> IndexUnusable | None:
+    """A failure to write the index (permission denied, no space left) as one clear error."""
+    if isinstance(exc, OSError):
+        return indexdir.cannot_write(root, exc)
+    if isinstance(exc, duckdb.IOException | duckdb.TransactionException):
+        return IndexUnusable(
+            f"cannot write the index {root}: {str(exc).splitlines()[0]}; "
+            "it keeps its last committed state"
+        )
+    return None
+
+
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _writes(method: _M) -> _M:
+    """Mark a method that writes the index: its I/O errors become :func:`_write_error`."""
+
+    @functools.wraps(method)
+    def wrapper(self: DuckStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (OSError, duckdb.Error) as exc:
+            error = _write_error(self.directory, exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 class DuckStore:
     """The :class:`sif.index.store.IndexStore` on disk. See the module docstring.
 
+    The directory is made safe first (:func:`sif.index.indexdir.prepare`): sif
+    writes only into a new, empty or marked directory. ``rebuild`` builds a new
+    index in ``tmp/rebuild-XXXXXXXX`` while the old one keeps answering, and
+    swaps it in at :meth:`finish`; closed before, the new one is discarded.
+
     ``read_only``: the catalog is opened read-only (DuckDB writes nothing, not
-    even its WAL), under the same lock, and nothing is created, migrated or
-    recovered: :class:`sif.errors.IndexUnusable` if there is no catalog yet,
-    :class:`IndexCorrupt` if its schema is not :data:`SCHEMA_VERSION` (opening
-    it for writing migrates it). For a reader of the catalog that changes
-    nothing (a re-threshold of ``sif similar``); the protocol's writes fail.
+    even its WAL), under a shared lock (several readers at once, no writer),
+    and nothing is created, migrated or recovered: :class:`sif.errors.IndexUnusable`
+    if there is no catalog yet, :class:`IndexCorrupt` if its schema is not
+    :data:`SCHEMA_VERSION` (opening it for writing migrates it). For a reader of
+    the catalog that changes nothing (a re-threshold of ``sif similar``); the
+    protocol's writes fail. Errors writing the directory (permission denied, no
+    space left) are :class:`IndexUnusable` naming the path and the cause.
     """
 
     def __init__(
         self, root: str, *, wait: bool = False, rebuild: bool = False, read_only: bool = False
     ) -> None:
-        self.root = os.path.abspath(root)
-        if read_only and not os.path.exists(os.path.join(self.root, CATALOG)):
-            raise IndexUnusable(f"no index at {self.root} yet")
-        os.makedirs(self.root, exist_ok=True)
-        self._lock_fd = self._lock(wait)
+        self.root = self.directory = os.path.abspath(root)
+        self._staging: str | None = None
+        self._lock_fd = -1
+        self._exclusive = not read_only
+        if read_only:
+            if not os.path.exists(os.path.join(self.root, CATALOG)):
+                raise IndexUnusable(f"no index at {self.root} yet")
+            indexdir.check_marker(self.root)
+        else:
+            indexdir.prepare(self.root)
         try:
+            self._lock_fd = indexdir.lock(self.root, wait, shared=read_only)
             if read_only:
                 self._con = self._connect(read_only=True)
                 self._check_schema()
                 return
+            indexdir.mark(self.root)
+            indexdir.check_layout(self.root, repair=rebuild)
+            indexdir.clear_staging(self.root)
             if rebuild:
-                self._wipe()
+                self._start_rebuild()
+                return
             self._con = self._connect()
             self._migrate()
             self._recover()
-        except BaseException:
-            con = getattr(self, "_con", None)
-            if con is not None:
-                con.close()
-            self._unlock()
+        except BaseException as exc:
+            self.close()
+            error = _write_error(self.directory, exc)
+            if error is not None:
+                raise error from exc
             raise
 
     # --- exclusivity --------------------------------------------------------------
 
-    def _lock(self, wait: bool) -> int:
-        path = os.path.join(self.root, "lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError as exc:
-            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise IndexInUse(
-                    f"index in use (pid {pid}): {self.root} is being written; "
-                    "wait for it, or use --wait"
-                ) from None
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
-
     def _unlock(self) -> None:
-        if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._lock_fd, 0)
-            os.close(self._lock_fd)  # releases the flock
-            self._lock_fd = -1
+        indexdir.unlock(self._lock_fd, self._exclusive)
+        self._lock_fd = -1
 
-    def _wipe(self) -> None:
-        for name in os.listdir(self.root):
-            if name == "lock":
-                continue
-            path = os.path.join(self.root, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
+    # --- rebuilding beside the old index --------------------------------------------
+
+    def _start_rebuild(self) -> None:
+        """Open a new catalog in ``tmp/rebuild-*``; its names follow the old index's."""
+        tmp = os.path.join(self.directory, "tmp")
+        os.makedirs(tmp, exist_ok=True)
+        self._staging = self.root = indexdir.temp_dir(tmp, indexdir.STAGING_PREFIX)
+        os.makedirs(os.path.join(self.root, "segments"))
+        self._con = self._connect()
+        self._migrate()
+        last_segment, last_generation = indexdir.used_numbers(self.directory)
+        self._set_meta("next_segment_id", last_segment + 1)
+        self._set_meta("generation", last_generation)
+
+    def _swap_in(self) -> None:
+        """Make the rebuilt index the index: segments first, then the catalog, then CURRENT.
+
+        Killed before the catalog's rename, the old index stands (the next writer
+        deletes the moved segments as orphans); after, the next writer publishes.
+        """
+        home, stage = self.directory, self.root
+        self._con.close()
+        self._con = None  # type: ignore[assignment]
+        segdir = os.path.join(home, "segments")
+        os.makedirs(segdir, exist_ok=True)
+        for name in os.listdir(os.path.join(stage, "segments")):
+            os.rename(os.path.join(stage, "segments", name), os.path.join(segdir, name))
+        indexdir.fsync_dir(segdir)
+        with contextlib.suppress(FileNotFoundError):  # the old catalog's, never this one's
+            os.unlink(os.path.join(home, CATALOG + ".wal"))
+        os.replace(os.path.join(stage, CATALOG), os.path.join(home, CATALOG))
+        indexdir.fsync_dir(home)
+        self.root, self._staging = home, None
+        self._con = self._connect()
+        self._publish()
+        shutil.rmtree(stage, ignore_errors=True)
 
     # --- the catalog ----------------------------------------------------------------
 
@@ -241,6 +317,10 @@ class DuckStore:
             elif tables:
                 raise IndexCorrupt(f"{path}: not a sif index")
         except duckdb.Error as exc:
+            if _io_failure(exc):  # not damage: a disk that is full, or a file we may not open
+                raise IndexUnusable(
+                    f"cannot open the index catalog {path}: {str(exc).splitlines()[0]}"
+                ) from exc
             raise IndexCorrupt(
                 f"{path}: not a readable sif index ({str(exc).splitlines()[0]}); "
                 "'sif index --rebuild' rebuilds it"
@@ -295,8 +375,8 @@ class DuckStore:
         os.makedirs(segdir, exist_ok=True)
         named = {r[0] for r in self._con.execute("SELECT name FROM segments").fetchall()}
         for name in os.listdir(segdir):
-            if name not in named:
-                shutil.rmtree(os.path.join(segdir, name), ignore_errors=True)
+            if name not in named and _own_segment(name):
+                indexdir.remove_entry(os.path.join(segdir, name))
         for name in named:
             if not os.path.isdir(os.path.join(segdir, name)):
                 raise IndexCorrupt(
@@ -352,6 +432,7 @@ class DuckStore:
             np.asarray(cols["mtime_ns"], dtype=np.int64),
         )
 
+    @_writes
     def commit(
         self,
         params: FingerprintParams | ParamSet,
@@ -434,15 +515,21 @@ class DuckStore:
             self._set_meta("generation", int(self._meta("generation")) + 1)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
+                con.execute("ROLLBACK")
             raise
         self._publish()
 
+    @_writes
     def finish(self, params: FingerprintParams | ParamSet) -> None:
+        """Compact if due; a rebuild's new index replaces the old one here."""
         found = self._find_params(param_set(params))
-        if found is None:
-            return
-        pid = found
+        if found is not None:
+            self._tidy(found)
+        if self._staging is not None:
+            self._swap_in()
+
+    def _tidy(self, pid: int) -> None:
         n_segments, rows = self._con.execute(
             "SELECT count(*), coalesce(sum(rows), 0) FROM segments WHERE params_id = ?", [pid]
         ).fetchone()  # type: ignore[misc]
@@ -454,6 +541,7 @@ class DuckStore:
         if n_segments > MAX_SEGMENTS or (rows and dead_rows > MAX_DEAD_SHARE * rows):
             self.compact(pid)
 
+    @_writes
     def compact(self, pid: int) -> None:
         """Merge every segment of parameter set ``pid`` into one, without dead rows.
 
@@ -532,12 +620,18 @@ class DuckStore:
             self._set_meta("generation", int(self._meta("generation")) + 1)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
+                con.execute("ROLLBACK")
             raise
         self._publish()
 
     def _publish(self) -> None:
-        """Publish the catalog's state, then delete files no state names any more."""
+        """Publish the catalog's state, then delete files no state names any more.
+
+        Not while rebuilding: readers keep the old state until :meth:`_swap_in`.
+        """
+        if self._staging is not None:
+            return
         con = self._con
         params: dict[int, dict[str, Any]] = {}
         os.makedirs(os.path.join(self.root, "anchors"), exist_ok=True)
@@ -549,11 +643,12 @@ class DuckStore:
                 fname = f"{AnchorSet.from_json(anchors).digest}.json"
                 path = os.path.join(self.root, "anchors", fname)
                 if not os.path.exists(path):
-                    with open(path + ".tmp", "w", encoding="utf-8") as f:
+                    fd, tmp = indexdir.temp_file(os.path.dirname(path), fname + ".tmp")
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
                         f.write(anchors)
                         f.flush()
                         os.fsync(f.fileno())
-                    os.replace(path + ".tmp", path)
+                    os.replace(tmp, path)
                 entry["anchors"] = fname
             params[int(pid)] = entry
         segments: dict[int, list[str]] = {}
@@ -572,12 +667,12 @@ class DuckStore:
         named = {n for names in segments.values() for n in names}
         segdir = os.path.join(self.root, "segments")
         for name in os.listdir(segdir):
-            if name not in named and not name.endswith(".tmp"):
-                shutil.rmtree(os.path.join(segdir, name), ignore_errors=True)
+            if name not in named and not name.endswith(".tmp") and _own_segment(name):
+                indexdir.remove_entry(os.path.join(segdir, name))
         mdir = os.path.join(self.root, "manifests")
         keep = f"gen-{generation:08d}"
         for name in os.listdir(mdir):
-            if not name.startswith(keep):
+            if not name.startswith(keep) and indexdir.MANIFEST_NAME.match(name):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(mdir, name))
 
@@ -586,10 +681,14 @@ class DuckStore:
         return self._con
 
     def close(self) -> None:
+        """Close the catalog and release the lock; an unfinished rebuild is discarded."""
         con = getattr(self, "_con", None)
         if con is not None:
             con.close()
             self._con = None  # type: ignore[assignment]
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
         self._unlock()
 
     def __enter__(self) -> DuckStore:

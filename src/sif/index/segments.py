@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sif.errors import IndexCorrupt
+from sif.index.indexdir import temp_dir, temp_file
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
@@ -147,8 +148,7 @@ def write_segment(
     order = np.argsort(values, kind="stable")
     values = values[order]
     local = local[order]
-    tmp = directory + ".tmp"
-    os.makedirs(tmp, exist_ok=True)
+    tmp = temp_dir(os.path.dirname(directory), os.path.basename(directory) + ".", ".tmp")
     if len(values) >= BUCKET_MIN_ROWS:
         counts = np.bincount(values >> BUCKET_BITS, minlength=1 << BUCKET_BITS)
         offsets = np.zeros((1 << BUCKET_BITS) + 1, dtype=np.uint32)
@@ -406,8 +406,8 @@ def publish(root: str, manifest: Manifest, dead: U32) -> None:
         f.flush()
         os.fsync(f.fileno())
     _fsync_dir(mdir)
-    tmp = os.path.join(root, f"CURRENT.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="ascii") as f:
+    fd, tmp = temp_file(root, "CURRENT.tmp")
+    with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(name + "\n")
         f.flush()
         os.fsync(f.fileno())

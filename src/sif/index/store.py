@@ -258,7 +258,11 @@ class IndexStore(Protocol):
         ...
 
     def finish(self, params: FingerprintParams | ParamSet) -> None:
-        """End of a run: tidy storage (compaction) without changing the content."""
+        """End of a run: tidy storage (compaction) without changing the content.
+
+        A store opened with ``rebuild`` makes its new content the index here
+        (until then readers see the old one); closed before, it is discarded.
+        """
         ...
 
     def close(self) -> None: ...
@@ -269,11 +273,17 @@ def open_store(
 ) -> IndexStore:
     """Open the index at ``path`` (default :func:`default_index_path`) for writing.
 
-    Creates it if missing. ``wait`` blocks while another process writes it;
-    otherwise that raises :class:`sif.errors.IndexInUse` naming its pid.
-    ``rebuild`` discards whatever is there first (the cure for a corrupt
-    index). Raises :class:`sif.errors.IndexCorrupt` for a file that is not a
-    readable sif index.
+    Creates it if missing; an existing directory must be empty or a sif
+    index (it carries the marker :data:`sif.index.indexdir.MARKER`), else
+    :class:`sif.errors.IndexUnusable` naming it. ``wait`` blocks while
+    another process writes it; otherwise that raises
+    :class:`sif.errors.IndexInUse` naming its pid. ``rebuild`` builds a new
+    index beside the old one, which readers see until
+    :meth:`IndexStore.finish` swaps the new one in (the cure for a corrupt
+    index); only sif's own files are ever deleted. Raises
+    :class:`sif.errors.IndexCorrupt` for a file that is not a readable sif
+    index, :class:`sif.errors.IndexUnusable` when the directory cannot be
+    created or written (permission denied, no space left).
     """
     from sif.index.duck import DuckStore
 

@@ -19,7 +19,7 @@ from sif.errors import ConfigError, IndexUnusable, OutOfMemory
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
-from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index
+from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index, skip_index_dir
 from sif.index.segments import Segment
 from sif.index.store import ParamSet, param_set
 from sif.similar.collate import (
@@ -477,7 +477,8 @@ def _reuse_unchanged(
     progress.stage("walking", None)
     pool = fork_pool(jobs)  # forked before the store is opened: no inherited lock
     try:
-        walked, _ = parallel_walk(root_list, walk or WalkOptions(), warnings.append, pool, jobs)
+        skipping = skip_index_dir(walk or WalkOptions(), location)
+        walked, _ = parallel_walk(root_list, skipping, warnings.append, pool, jobs)
     finally:
         if pool is not None:
             pool.terminate()
