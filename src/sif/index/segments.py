@@ -31,18 +31,31 @@ Segment layout (``segments/seg-NNNNNN/``):
 
 A lookup is a vectorised binary search per query value within its bucket:
 O(q log n) element reads on memory maps, a few milliseconds at 20 M rows.
+
+Integrity: every opening of a segment checks, cheaply, that each ``.npy``
+header is readable and has the dtype and shape the layout says, that each
+file is exactly as long as its header implies, and that the files agree
+with each other (rows, files, path offsets against ``paths.bin``). A
+manifest of format 2 also records each file's length and XXH3-128 checksum
+(:func:`checksum_files`), and a digest of its own text: the lengths are
+compared at every opening, the checksums by :func:`verify_segment` (``sif
+index`` before it builds on the index, ``sif index --verify``). Any damage
+is :class:`sif.errors.IndexCorrupt` (:func:`corrupt`), never a default or a
+traceback. Manifests of format 1 (no checks) are still read.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from sif.errors import IndexCorrupt
 
@@ -50,8 +63,11 @@ U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
-#: Format of segments and manifests; bump on an incompatible change.
-SNAPSHOT_FORMAT = 1
+#: Format of the manifests written; bump on an incompatible change. 2: lengths and
+#: checksums of the segments' files, and a digest of the manifest itself.
+SNAPSHOT_FORMAT = 2
+#: Manifest formats read (1: no checks; its segments are checked for consistency only).
+READ_FORMATS = (1, 2)
 BUCKET_BITS = 16
 #: From this many rows a segment stores 16-bit remainders under 2^16 buckets.
 BUCKET_MIN_ROWS = 1 << 18
@@ -77,6 +93,125 @@ FILE_DTYPE = np.dtype([*_V1_FIELDS, ("view", "u1"), ("olen", "<u4")])
 """Per-entry record of a segment (82 bytes, unaligned). ``kind``: index into ``KINDS``;
 ``view``: index into ``VIEW_NAMES``; ``olen``: bytes of the path that name the file on
 disk (the rest, ``!/member``, names an archive member)."""
+
+
+Check = dict[str, list[Any]]
+"""The checks of a segment's files: file name -> ``[bytes, XXH3-128 hex digest]``."""
+
+_CHUNK = 1 << 20
+
+
+def corrupt(path: str, cause: str) -> IndexCorrupt:
+    """The error for a damaged index file: ``index corrupt: PATH (cause); run with --rebuild``."""
+    return IndexCorrupt(f"index corrupt: {path} ({cause}); run with --rebuild")
+
+
+def file_checksum(path: str) -> str:
+    """XXH3-128 of the file at ``path`` (hex), read in 1 MiB chunks: ~10 GB/s from cache."""
+    h = xxhash.xxh3_128()
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb") as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def checksum_files(directory: str) -> Check:
+    """The length and checksum of every file of the segment ``directory``."""
+    out: Check = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        out[name] = [os.path.getsize(path), file_checksum(path)]
+    return out
+
+
+def verify_segment(directory: str, check: Mapping[str, Sequence[Any]]) -> None:
+    """Compare every file of ``directory`` with its recorded length and checksum.
+
+    Raises :class:`IndexCorrupt` naming the first file that differs, is
+    missing, or is not recorded. Cost: one read of the segment.
+    """
+    names = set(_listdir(directory))
+    for name in sorted(names - set(check)):
+        raise corrupt(os.path.join(directory, name), "a file the manifest does not record")
+    for name, (size, digest) in sorted(check.items()):
+        path = os.path.join(directory, name)
+        if name not in names:
+            raise corrupt(path, "missing")
+        _check_size(path, int(size))
+        try:
+            got = file_checksum(path)
+        except OSError as exc:
+            raise corrupt(path, exc.strerror or str(exc)) from exc
+        if got != digest:
+            raise corrupt(path, "checksum mismatch: its content changed after it was written")
+
+
+def _listdir(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise corrupt(directory, exc.strerror or str(exc)) from exc
+
+
+def _check_size(path: str, size: int) -> None:
+    try:
+        got = os.stat(path).st_size
+    except FileNotFoundError:
+        if os.path.isdir(os.path.dirname(path)):
+            raise corrupt(path, "missing") from None
+        raise  # the whole segment retired by a writer: the reader reads CURRENT again
+    except OSError as exc:
+        raise corrupt(path, exc.strerror or str(exc)) from exc
+    if got != size:
+        raise corrupt(path, f"{got:,} bytes where the manifest records {size:,}")
+
+
+def load_array(path: str, dtypes: Sequence[np.dtype[Any]]) -> npt.NDArray[Any]:
+    """The 1-D ``.npy`` array at ``path``, memory-mapped, after checking it.
+
+    The one place where index arrays are opened: the header must parse, give
+    one of ``dtypes`` and one dimension, and the file must be exactly as long
+    as the header implies; any failure (a 0-byte file, a damaged header:
+    ``ValueError``, ``SyntaxError``, ``tokenize.TokenError``, ``EOFError``...)
+    is :class:`IndexCorrupt`. ``FileNotFoundError`` passes (a reader retries).
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"npy format {version}")
+            offset = f.tell()
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # whatever a damaged header raises
+        raise corrupt(path, f"unreadable array header: {_cause(exc)}") from exc
+    if dtype not in dtypes or len(shape) != 1 or dtype.hasobject:
+        raise corrupt(path, f"unexpected array {dtype} {shape}")
+    expected = offset + shape[0] * dtype.itemsize
+    if size != expected:
+        raise corrupt(path, f"{size:,} bytes where its header implies {expected:,} (truncated?)")
+    if shape[0] == 0:
+        return np.empty(0, dtype=dtype)
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise corrupt(path, _cause(exc)) from exc
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -224,40 +359,63 @@ def make_files(rows: Sequence[tuple[Any, ...]], paths: Sequence[bytes]) -> Segme
 
 
 class Segment:
-    """A segment opened read-only on memory maps (cheap: nothing is read up front)."""
+    """A segment opened read-only on memory maps (cheap: nothing is read up front).
 
-    def __init__(self, directory: str) -> None:
+    ``check`` (from a manifest of format 2): each file must have the recorded
+    length. Every opening checks the headers and that the files agree (see
+    the module docstring); damage is :class:`IndexCorrupt`. The checksums are
+    compared by :func:`verify_segment`, not here.
+    """
+
+    def __init__(self, directory: str, check: Mapping[str, Sequence[Any]] | None = None) -> None:
         self.directory = directory
+        self._paths_fd = -1
+        if check is not None:
+            for name, (size, _) in check.items():
+                _check_size(os.path.join(directory, name), int(size))
+        join = os.path.join
+        self.fp = load_array(join(directory, "fp.npy"), _FP_DTYPES)
+        self.offsets: U32 | None = (
+            load_array(join(directory, "offsets.npy"), _U32) if self.fp.dtype == np.uint16 else None
+        )
+        files = load_array(join(directory, "files.npy"), _FILE_DTYPES)
+        self.fid = load_array(join(directory, "fid.npy"), _U8)
+        self.path_offsets = load_array(join(directory, "paths_off.npy"), _OFF_DTYPES)
+        lcp = join(directory, "paths_lcp.npy")  # absent: whole paths (older)
+        whole = not os.path.exists(lcp) and (check is None or "paths_lcp.npy" not in check)
+        self.path_lcp: U8 | None = None if whole else load_array(lcp, _U8)
+        paths = join(directory, "paths.bin")
         try:
-            self.fp = np.load(os.path.join(directory, "fp.npy"), mmap_mode="r")
-            off = os.path.join(directory, "offsets.npy")
-            self.offsets: U32 | None = (
-                np.load(off, mmap_mode="r") if self.fp.dtype == np.uint16 else None
-            )
-            files = np.load(os.path.join(directory, "files.npy"), mmap_mode="r")
-            self.fid = np.load(os.path.join(directory, "fid.npy"), mmap_mode="r")
-            self.path_offsets = np.load(os.path.join(directory, "paths_off.npy"), mmap_mode="r")
-            lcp = os.path.join(directory, "paths_lcp.npy")  # absent: whole paths (older)
-            self.path_lcp: U8 | None = np.load(lcp, mmap_mode="r") if os.path.exists(lcp) else None
             # Held open: a writer may unlink a retired segment while we read it.
-            self._paths_fd = os.open(os.path.join(directory, "paths.bin"), os.O_RDONLY)
+            self._paths_fd = os.open(paths, os.O_RDONLY)
+            paths_size = os.fstat(self._paths_fd).st_size
         except FileNotFoundError:
             raise
-        except (OSError, ValueError) as exc:
-            raise IndexCorrupt(f"{directory}: unreadable index segment ({exc})") from exc
+        except OSError as exc:
+            raise corrupt(paths, exc.strerror or str(exc)) from exc
         if files.dtype == FILE_DTYPE_V1:  # before content views: raw, whole files
             files = _upgrade(np.asarray(files), np.asarray(self.path_offsets))
         self.files = files
         self.width = _width(len(self.files))
         rows = len(self.fp)
-        if (
-            self.files.dtype != FILE_DTYPE
-            or len(self.fid) != rows * self.width
-            or len(self.path_offsets) != len(self.files) + 1
-            or (self.path_lcp is not None and len(self.path_lcp) != len(self.files))
-            or (self.offsets is not None and int(self.offsets[-1]) != rows)
+        n = len(self.files)
+        if len(self.fid) != rows * self.width:
+            raise corrupt(join(directory, "fid.npy"), f"{len(self.fid)} bytes for {rows} rows")
+        if len(self.path_offsets) != n + 1:
+            raise corrupt(join(directory, "paths_off.npy"), f"{n + 1} offsets expected")
+        if self.path_lcp is not None and len(self.path_lcp) != n:
+            raise corrupt(lcp, f"{n} prefix lengths expected")
+        if self.offsets is not None and (
+            len(self.offsets) != (1 << BUCKET_BITS) + 1
+            or int(self.offsets[0]) != 0
+            or int(self.offsets[-1]) != rows
         ):
-            raise IndexCorrupt(f"{directory}: index segment is inconsistent (truncated?)")
+            raise corrupt(join(directory, "offsets.npy"), f"bucket offsets do not end at {rows}")
+        if int(self.path_offsets[0]) != 0 or int(self.path_offsets[-1]) != paths_size:
+            raise corrupt(
+                paths,
+                f"{paths_size:,} bytes where the path offsets say {int(self.path_offsets[-1]):,}",
+            )
 
     def close(self) -> None:
         if self._paths_fd >= 0:
@@ -298,8 +456,14 @@ class Segment:
         qpos = np.repeat(np.arange(len(q), dtype=np.int64), counts)
         starts = np.repeat(first - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
         rows = starts + np.arange(total, dtype=np.int64)
-        local = _unpack(np.asarray(self.fid), self.width, rows)
+        local = self._local(_unpack(np.asarray(self.fid), self.width, rows))
         return qpos, np.asarray(self.files["id"])[local]
+
+    def _local(self, local: U32) -> U32:
+        """``local`` after checking that each names a file of the segment."""
+        if len(local) and int(local.max()) >= len(self.files):
+            raise corrupt(os.path.join(self.directory, "fid.npy"), "a row names no file")
+        return local
 
     def all_rows(self) -> tuple[U32, U32]:
         """Every row as (32-bit value, file id), sorted by value. Cost: O(rows) memory."""
@@ -310,7 +474,7 @@ class Segment:
             values: U32 = (high << np.uint32(BUCKET_BITS)) | np.asarray(self.fp).astype(np.uint32)
         else:
             values = np.array(self.fp, dtype=np.uint32)
-        local = _unpack(np.asarray(self.fid), self.width)
+        local = self._local(_unpack(np.asarray(self.fid), self.width))
         return values, np.asarray(self.files["id"])[local]
 
     def position(self, ids: U32) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
@@ -325,6 +489,12 @@ class Segment:
 
         Cost: one ``pread`` (of at most :data:`PATH_BLOCK` suffixes when front-coded).
         """
+        try:
+            return self._path(pos)
+        except (ValueError, OverflowError, OSError) as exc:
+            raise corrupt(os.path.join(self.directory, "paths.bin"), _cause(exc)) from exc
+
+    def _path(self, pos: int) -> bytes:
         if self.path_lcp is None:
             start, end = int(self.path_offsets[pos]), int(self.path_offsets[pos + 1])
             return os.pread(self._paths_fd, end - start, start)
@@ -336,6 +506,13 @@ class Segment:
         for j, k in enumerate(np.asarray(self.path_lcp[first : pos + 1]).tolist()):
             path = path[:k] + data[offs[j] : offs[j + 1]]
         return path
+
+
+_U8 = (np.dtype(np.uint8),)
+_U32 = (np.dtype(np.uint32),)
+_FP_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint16))
+_FILE_DTYPES = (FILE_DTYPE, FILE_DTYPE_V1)
+_OFF_DTYPES = (np.dtype(np.uint32), np.dtype(np.int64))
 
 
 def _upgrade(old: npt.NDArray[Any], path_offsets: I64) -> npt.NDArray[Any]:
@@ -375,32 +552,59 @@ def _bound(
 
 @dataclass(frozen=True)
 class Manifest:
-    """One published state: parameter sets, segments per set, and dead file ids."""
+    """One published state: parameter sets, segments per set, and dead file ids.
+
+    ``checks``: segment name -> :data:`Check` of its files (empty in a manifest
+    of format 1, and for a segment an older writer made); ``dead_check``: the
+    ``[bytes, checksum]`` of the dead-id file; ``files``: the live entries of
+    each parameter set (what the catalog says; ``None`` in format 1).
+    """
 
     generation: int
     params: dict[int, dict[str, Any]]  # id -> {"key": ..., "anchors": file name or None}
     segments: dict[int, list[str]]  # params id -> segment names
     dead: str | None  # file name of the sorted dead ids, under manifests/
     last_params: int | None
+    checks: dict[str, Check] = field(default_factory=dict)
+    dead_check: list[Any] | None = None
+    files: dict[int, int] | None = None
 
 
-def publish(root: str, manifest: Manifest, dead: U32) -> None:
-    """Make ``manifest`` the state readers see: write it, then swap ``CURRENT`` atomically."""
+_MANIFEST_NAME = re.compile(r"gen-(\d{8,})")
+
+
+def _digest(doc: dict[str, Any]) -> str:
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    return xxhash.xxh3_128_hexdigest(json.dumps(body, sort_keys=True).encode())
+
+
+def publish(root: str, manifest: Manifest, dead: U32) -> Manifest:
+    """Make ``manifest`` the state readers see: write it, then swap ``CURRENT`` atomically.
+
+    Returns it as published (with the dead-id file's name and check).
+    """
     mdir = os.path.join(root, "manifests")
     os.makedirs(mdir, exist_ok=True)
     name = f"gen-{manifest.generation:08d}"
     dead_name = None
+    dead_check = None
     if len(dead):
         dead_name = name + ".dead.npy"
-        _save(os.path.join(mdir, dead_name), np.sort(dead).astype(np.uint32))
-    doc = {
+        dead_path = os.path.join(mdir, dead_name)
+        _save(dead_path, np.sort(dead).astype(np.uint32))
+        dead_check = [os.path.getsize(dead_path), file_checksum(dead_path)]
+    doc: dict[str, Any] = {
         "format": SNAPSHOT_FORMAT,
         "generation": manifest.generation,
         "params": {str(k): v for k, v in manifest.params.items()},
         "segments": {str(k): v for k, v in manifest.segments.items()},
         "dead": dead_name,
         "last_params": manifest.last_params,
+        "checks": manifest.checks,
+        "dead_check": dead_check,
+        "files": {str(k): v for k, v in (manifest.files or {}).items()},
     }
+    doc["digest"] = _digest(doc)
     with open(os.path.join(mdir, name + ".json"), "w", encoding="utf-8") as f:
         json.dump(doc, f)
         f.flush()
@@ -413,6 +617,16 @@ def publish(root: str, manifest: Manifest, dead: U32) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, os.path.join(root, "CURRENT"))
     _fsync_dir(root)
+    return Manifest(
+        manifest.generation,
+        manifest.params,
+        manifest.segments,
+        dead_name,
+        manifest.last_params,
+        manifest.checks,
+        dead_check,
+        manifest.files,
+    )
 
 
 def read_manifest(root: str) -> Manifest | None:
@@ -420,29 +634,59 @@ def read_manifest(root: str) -> Manifest | None:
 
     Raises ``FileNotFoundError`` if the manifest vanished after ``CURRENT``
     was read (a writer moved on: read again) and :class:`IndexCorrupt` if it
-    is unreadable.
+    is unreadable, fails its digest, or if ``CURRENT`` is missing or damaged
+    while the index has published before (a published state is only ever
+    replaced, never removed).
     """
+    current = os.path.join(root, "CURRENT")
     try:
-        with open(os.path.join(root, "CURRENT"), encoding="ascii") as f:
+        with open(current, encoding="ascii") as f:
             name = f.read().strip()
     except FileNotFoundError:
+        if _published_before(root):
+            raise corrupt(current, "missing, yet the index has published states") from None
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise IndexCorrupt(f"{root}/CURRENT: unreadable ({exc})") from exc
+        raise corrupt(current, _cause(exc)) from exc
+    if not _MANIFEST_NAME.fullmatch(name):
+        raise corrupt(current, f"names no manifest ({name[:40]!r})")
     path = os.path.join(root, "manifests", name + ".json")
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-        if doc.get("format") != SNAPSHOT_FORMAT:
-            raise IndexCorrupt(f"{path}: snapshot format {doc.get('format')} is not supported")
+        if not isinstance(doc, dict):
+            raise ValueError("not an object")
+        if doc.get("format") not in READ_FORMATS:
+            raise corrupt(path, f"snapshot format {doc.get('format')} is not supported")
+        if doc["format"] >= 2 and doc.get("digest") != _digest(doc):
+            raise corrupt(path, "digest mismatch: the manifest was changed after it was written")
+        files = doc.get("files")
         return Manifest(
             generation=int(doc["generation"]),
-            params={int(k): v for k, v in doc["params"].items()},
-            segments={int(k): list(v) for k, v in doc["segments"].items()},
+            params={int(k): dict(v) for k, v in doc["params"].items()},
+            segments={int(k): [str(n) for n in v] for k, v in doc["segments"].items()},
             dead=doc["dead"],
             last_params=doc["last_params"],
+            checks={str(k): dict(v) for k, v in doc.get("checks", {}).items()},
+            dead_check=doc.get("dead_check"),
+            files=None if files is None else {int(k): int(v) for k, v in files.items()},
         )
     except FileNotFoundError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise IndexCorrupt(f"{path}: unreadable index manifest ({exc})") from exc
+    except IndexCorrupt:
+        raise
+    except Exception as exc:  # JSON of any shape
+        raise corrupt(path, f"unreadable index manifest: {_cause(exc)}") from exc
+
+
+def _published_before(root: str) -> bool:
+    """Whether a state after the first (generation 0, an empty index) was published."""
+    try:
+        names = os.listdir(os.path.join(root, "manifests"))
+    except OSError:
+        return False
+    for n in names:
+        m = _MANIFEST_NAME.match(n)
+        if m and int(m.group(1)) > 0:
+            return True
+    return False
