@@ -86,6 +86,7 @@ from sif.index.segments import (
     Segment,
     checksum_files,
     corrupt,
+    file_checksum,
     make_files,
     publish,
     read_manifest,
@@ -225,6 +226,18 @@ class IndexInfo:
     schema: int
     generation: int
     last_params: ParamSet | None
+
+
+def _dead_sound(root: str, published: Manifest) -> bool:
+    """Whether the published dead-id file still has its recorded checksum."""
+    if not published.dead or published.dead_check is None:
+        return True
+    try:
+        return file_checksum(os.path.join(root, "manifests", published.dead)) == (
+            published.dead_check[1]
+        )
+    except OSError:
+        return False
 
 
 def _same_state(published: Manifest, recorded: tuple[Manifest, Any, Any]) -> bool:
@@ -433,7 +446,11 @@ class DuckStore:
             published = read_manifest(self.root)
         except (FileNotFoundError, IndexCorrupt):
             published = None
-        if published is None or not _same_state(published, self._manifest()):
+        if (
+            published is None
+            or not _same_state(published, self._manifest())
+            or not _dead_sound(self.root, published)
+        ):
             # Never published, a killed writer's commit, or a damaged manifest: the
             # catalog is the record, and the manifest is made from it again.
             self._publish()
@@ -897,6 +914,7 @@ def verify_index(root: str, *, wait: bool = False) -> VerifyResult:
         recorded = store._manifest()
         reader = SnapshotReader(root)
         try:
+            _, unchecked = reader.verify()
             if reader.manifest.generation < recorded[0].generation:
                 raise IndexUnusable(
                     f"{root}: the last commit is not published yet (a writer was killed?); "
@@ -907,7 +925,6 @@ def verify_index(root: str, *, wait: bool = False) -> VerifyResult:
                     root, "manifests", f"gen-{reader.manifest.generation:08d}.json"
                 )
                 raise corrupt(where, "the published state differs from the catalog's")
-            _, unchecked = reader.verify()
         finally:
             reader.close()
         files = sum((recorded[0].files or {}).values())
