@@ -233,8 +233,9 @@ def _dead_sound(root: str, published: Manifest) -> bool:
     if not published.dead or published.dead_check is None:
         return True
     try:
-        return file_checksum(os.path.join(root, "manifests", published.dead)) == (
-            published.dead_check[1]
+        return (
+            file_checksum(os.path.join(root, "manifests", published.dead))
+            == (published.dead_check[1])
         )
     except OSError:
         return False
