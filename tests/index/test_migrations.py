@@ -97,8 +97,17 @@ def old_index(idx: Path, version: int, files: list[Path]) -> None:
     con.execute("UPDATE sif_meta SET value = '1' WHERE key = 'last_params'")
     con.close()
     recs = [
-        (i, 0, len(s.fingerprints), s.n_distinct, s.size, st.st_dev, st.st_ino, st.st_mtime_ns)
-        + (s.digest,)
+        (
+            i,
+            0,
+            len(s.fingerprints),
+            s.n_distinct,
+            s.size,
+            st.st_dev,
+            st.st_ino,
+            st.st_mtime_ns,
+            s.digest,
+        )
         for i, (s, st) in enumerate(zip(scans, stats, strict=True), start=1)
     ]
     paths = [os.fsencode(f) for f in files]
@@ -144,8 +153,17 @@ def test_an_older_index_is_read_then_migrated_with_its_data_intact(
     want = [(str(files[0]), True), (str(files[1]), False)]
     assert answers(idx, tmp_path) == want  # read as it is: format-1 manifest, old segments
     proc = subprocess.run(
-        [sys.executable, "-m", "sif", "query", "-t", "30", "--index", str(idx)]
-        + [str(tmp_path / "q.txt")],
+        [
+            sys.executable,
+            "-m",
+            "sif",
+            "query",
+            "-t",
+            "30",
+            "--index",
+            str(idx),
+            str(tmp_path / "q.txt"),
+        ],
         capture_output=True,
         text=True,
     )
