@@ -143,10 +143,20 @@ def current(content: bytes | None) -> Damage:
     return damage
 
 
+def deleted(pick: Damage) -> Damage:
+    def damage(idx: Path) -> Path:
+        path = pick(idx)
+        path.unlink()
+        return path
+
+    return damage
+
+
 NPY = ["fp.npy", "fid.npy", "files.npy", "paths_off.npy", "paths_lcp.npy"]
 LENGTH_DAMAGE: dict[str, Damage] = {
     "paths.bin emptied": emptied(seg_file("paths.bin")),
     "paths.bin truncated": truncated(seg_file("paths.bin")),
+    "fid.npy deleted": deleted(seg_file("fid.npy")),
     "fp.npy truncated": truncated(seg_file("fp.npy")),
     **{f"0-byte {n}": emptied(seg_file(n)) for n in NPY},
     "0-byte gen-N.dead.npy": emptied(dead_file),
@@ -283,3 +293,15 @@ def test_a_damaged_dead_list_is_found_and_published_again_by_the_writer(
     proc = sif("index", "-j", "1", "--index", idx, root / "t")
     assert proc.returncode == 0 and "0 changed, 12 unchanged" in proc.stderr, proc.stderr
     assert sif("index", "--verify", "--index", idx).returncode == 0
+
+
+@pytest.mark.parametrize("command", ["index", "similar"])
+def test_a_damaged_current_never_falls_back_to_the_default_parameters(
+    pristine: Path, tmp_path: Path, command: str
+) -> None:
+    # An index made with -k 3 was re-read with k = 8 beside it: the error was swallowed.
+    root, idx, damaged = damaged_copy(pristine, tmp_path, current(b"gen-x\n"))
+    assert_corrupt(sif(command, "-q", "-j", "1", "--index", idx, root / "t"), damaged)
+    (idx / "CURRENT").write_text(sorted(n for n in os.listdir(idx / "manifests"))[0][:12] + "\n")
+    info = sif("index", "--info", "--index", idx).stdout
+    assert "1 parameter set" in info and "k=3" in info and "k=8" not in info

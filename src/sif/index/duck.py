@@ -228,6 +228,14 @@ class IndexInfo:
     last_params: ParamSet | None
 
 
+def _open_segment(directory: str, check: Check | None = None) -> Segment:
+    """A segment the catalog names (under the lock: a missing file is damage)."""
+    try:
+        return Segment(directory, check)
+    except FileNotFoundError as exc:
+        raise corrupt(exc.filename or directory, "missing") from None
+
+
 def _dead_sound(root: str, published: Manifest) -> bool:
     """Whether the published dead-id file still has its recorded checksum."""
     if not published.dead or published.dead_check is None:
@@ -437,7 +445,7 @@ class DuckStore:
         for seg_id, name, checks in rows:
             if checks is None:  # made before schema 5: checked for consistency, then recorded
                 directory = os.path.join(segdir, name)
-                Segment(directory).close()
+                _open_segment(directory).close()
                 with _catalog_errors(catalog):
                     self._con.execute(
                         "UPDATE segments SET checks = ? WHERE id = ?",
@@ -465,7 +473,7 @@ class DuckStore:
         """
         for name, check in self._checks().items():
             directory = os.path.join(self.root, "segments", name)
-            Segment(directory, check).close()
+            _open_segment(directory, check).close()
             verify_segment(directory, check)
         return len(self._checks())
 
@@ -719,7 +727,7 @@ class DuckStore:
         ).fetchnumpy()["id"]
         values_parts, id_parts = [], []
         for _, name in old:
-            seg = Segment(os.path.join(self.root, "segments", name))
+            seg = _open_segment(os.path.join(self.root, "segments", name))
             values, ids = seg.all_rows()
             seg.close()
             if len(dead):

@@ -48,9 +48,9 @@ class SnapshotReader:
             try:
                 self._load()
                 return
-            except FileNotFoundError:
+            except FileNotFoundError as exc:  # a writer retired it after we read CURRENT?
                 if attempt == RETRIES - 1:
-                    raise corrupt(root, "files the manifest names are missing") from None
+                    raise corrupt(exc.filename or root, "missing, yet named") from None
 
     def _load(self) -> None:
         manifest = read_manifest(self.root)

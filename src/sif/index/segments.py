@@ -161,9 +161,7 @@ def _check_size(path: str, size: int) -> None:
     try:
         got = os.stat(path).st_size
     except FileNotFoundError:
-        if os.path.isdir(os.path.dirname(path)):
-            raise corrupt(path, "missing") from None
-        raise  # the whole segment retired by a writer: the reader reads CURRENT again
+        raise  # retired by a writer (the reader reads CURRENT again), or lost
     except OSError as exc:
         raise corrupt(path, exc.strerror or str(exc)) from exc
     if got != size:
