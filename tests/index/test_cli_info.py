@@ -100,3 +100,5 @@ def test_scheme_anchors_alone_uses_the_one_anchor_set_the_index_holds(corpus: Pa
     proc = sif("query", "--scheme", "anchors", "--index", idx, q)
     assert proc.returncode == 2 and "holds 2 anchor sets" in proc.stderr
     assert "name one with --anchors" in proc.stderr
+    proc = sif("index", "-q", "--rebuild", "--scheme", "anchors", "--index", idx, t)
+    assert proc.returncode == 2 and "--rebuild --scheme anchors needs --anchors" in proc.stderr

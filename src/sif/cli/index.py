@@ -19,6 +19,7 @@ from sif.cli.common import (
     walk_options,
 )
 from sif.cli.index_options import (
+    IndexAnchors,
     content_options,
     fingerprint_options,
     from_last_run,
@@ -112,6 +113,8 @@ def index(
     location = index or default_index_path()
     if not rebuild:
         params, anchors, mode = from_last_run(location, params, anchors, mode)
+    elif isinstance(params, IndexAnchors):  # the index's set is about to be discarded
+        raise click.UsageError("--rebuild --scheme anchors needs --anchors FILE")
     warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     from sif.index.build import CHECKPOINT_BYTES
