@@ -151,7 +151,7 @@ def index(
 def _info(location: str, wait: bool) -> None:
     import datetime
 
-    from sif.index.duck import index_info
+    from sif.index.health import index_info
     from sif.report import human_size
 
     info = index_info(location, wait=wait)
@@ -177,7 +177,7 @@ def _info(location: str, wait: bool) -> None:
 
 
 def _verify(location: str, wait: bool, quiet: bool) -> None:
-    from sif.index.duck import verify_index
+    from sif.index.health import verify_index
 
     result = verify_index(location, wait=wait)
     if not quiet:

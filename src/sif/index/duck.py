@@ -19,7 +19,7 @@ process that only needs numpy skips DuckDB's 0.13 s import.
 Damage (a flipped byte, a truncated or emptied file) is
 :class:`sif.errors.IndexCorrupt` ("index corrupt: PATH (cause); run with
 --rebuild"), never a default: every DuckDB error is mapped to it in one
-place (:func:`_catalog_errors`), every table is read once when the catalog
+place (:func:`catalog_errors`), every table is read once when the catalog
 is opened (DuckDB checks its blocks' checksums as it reads them), and
 :meth:`DuckStore.verify` compares every segment with its checksum.
 
@@ -70,7 +70,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -78,21 +77,11 @@ import numpy as np
 import numpy.typing as npt
 
 from sif.core.anchors import AnchorSet
-from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable, SifError
+from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
 from sif.fingerprint import FingerprintParams
-from sif.index.segments import (
-    Check,
-    Manifest,
-    Segment,
-    checksum_files,
-    corrupt,
-    file_checksum,
-    make_files,
-    publish,
-    read_manifest,
-    verify_segment,
-    write_segment,
-)
+from sif.index.checks import Check, checksum_files, corrupt, verify_segment
+from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
+from sif.index.segments import Segment, make_files, write_segment
 from sif.index.store import (
     LEGACY_NORMALIZE,
     KnownColumns,
@@ -185,7 +174,7 @@ _NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "q
 
 
 @contextlib.contextmanager
-def _catalog_errors(path: str) -> Iterator[None]:
+def catalog_errors(path: str) -> Iterator[None]:
     """Map every DuckDB error to a sif error: the one place for it.
 
     Damage (a block whose checksum fails, an unreadable file) is
@@ -204,63 +193,12 @@ def _catalog_errors(path: str) -> Iterator[None]:
         raise corrupt(path, cause) from exc
 
 
-@dataclass(frozen=True)
-class SetInfo:
-    """One parameter set of an index, for ``sif index --info``."""
-
-    params: ParamSet
-    files: int
-    rows: int
-    segments: int
-    last_run: dict[str, Any] | None
-    """``{"time": seconds since the epoch, "roots": [...]}`` of its last run, if known."""
-
-
-@dataclass(frozen=True)
-class IndexInfo:
-    """What ``sif index --info`` shows: the sets, the bytes on disk, the last run's set."""
-
-    root: str
-    sets: list[SetInfo]
-    bytes: int
-    schema: int
-    generation: int
-    last_params: ParamSet | None
-
-
 def _open_segment(directory: str, check: Check | None = None) -> Segment:
     """A segment the catalog names (under the lock: a missing file is damage)."""
     try:
         return Segment(directory, check)
     except FileNotFoundError as exc:
         raise corrupt(exc.filename or directory, "missing") from None
-
-
-def _dead_sound(root: str, published: Manifest) -> bool:
-    """Whether the published dead-id file still has its recorded checksum."""
-    if not published.dead or published.dead_check is None:
-        return True
-    try:
-        return (
-            file_checksum(os.path.join(root, "manifests", published.dead))
-            == (published.dead_check[1])
-        )
-    except OSError:
-        return False
-
-
-def _same_state(published: Manifest, recorded: tuple[Manifest, Any, Any]) -> bool:
-    """Whether the manifest in force is the one the catalog records (dead ids by count)."""
-    want, dead, _ = recorded
-    return (
-        published.generation == want.generation
-        and published.params == want.params
-        and published.segments == want.segments
-        and published.last_params == want.last_params
-        and published.checks == want.checks
-        and published.files == want.files
-        and (published.dead is None) == (len(dead) == 0)
-    )
 
 
 class DuckStore:
@@ -342,7 +280,7 @@ class DuckStore:
         path = os.path.join(self.root, CATALOG)
         con = None
         try:
-            with _catalog_errors(path):
+            with catalog_errors(path):
                 if read_only:
                     con = duckdb.connect(path, read_only=True)
                 else:
@@ -374,7 +312,7 @@ class DuckStore:
 
     def _migrate(self) -> None:
         con = self._con
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             con.execute(
                 "CREATE TABLE IF NOT EXISTS sif_migrations "
                 "(version INTEGER, name VARCHAR, applied_at TIMESTAMP)"
@@ -412,7 +350,7 @@ class DuckStore:
             )
 
     def _meta(self, key: str) -> str:
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             row = self._con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchone()
         if row is None:
             raise corrupt(os.path.join(self.root, CATALOG), f"the catalog lacks {key}")
@@ -433,7 +371,7 @@ class DuckStore:
         segdir = os.path.join(self.root, "segments")
         os.makedirs(segdir, exist_ok=True)
         catalog = os.path.join(self.root, CATALOG)
-        with _catalog_errors(catalog):
+        with catalog_errors(catalog):
             rows = self._con.execute("SELECT id, name, checks FROM segments").fetchall()
         named = {r[1] for r in rows}
         for name in os.listdir(segdir):
@@ -446,7 +384,7 @@ class DuckStore:
             if checks is None:  # made before schema 5: checked for consistency, then recorded
                 directory = os.path.join(segdir, name)
                 _open_segment(directory).close()
-                with _catalog_errors(catalog):
+                with catalog_errors(catalog):
                     self._con.execute(
                         "UPDATE segments SET checks = ? WHERE id = ?",
                         [json.dumps(checksum_files(directory)), seg_id],
@@ -457,8 +395,8 @@ class DuckStore:
             published = None
         if (
             published is None
-            or not _same_state(published, self._manifest())
-            or not _dead_sound(self.root, published)
+            or not same_state(published, self.recorded_state())
+            or not dead_sound(self.root, published)
         ):
             # Never published, a killed writer's commit, or a damaged manifest: the
             # catalog is the record, and the manifest is made from it again.
@@ -479,7 +417,7 @@ class DuckStore:
 
     def _checks(self) -> dict[str, Check]:
         catalog = os.path.join(self.root, CATALOG)
-        with _catalog_errors(catalog):
+        with catalog_errors(catalog):
             rows = self._con.execute("SELECT name, checks FROM segments ORDER BY id").fetchall()
         out: dict[str, Check] = {}
         for name, checks in rows:
@@ -492,50 +430,10 @@ class DuckStore:
             out[str(name)] = value
         return out
 
-    def info(self) -> IndexInfo:
-        """The parameter sets with their entries, segments and last runs; the bytes on disk."""
-        catalog = os.path.join(self.root, CATALOG)
-        with _catalog_errors(catalog):
-            rows = self._con.execute(
-                "SELECT p.id, p.key, p.normalize, p.last_run, "
-                "(SELECT count(*) FROM files f WHERE f.params_id = p.id), "
-                "(SELECT coalesce(sum(s.rows), 0) FROM segments s WHERE s.params_id = p.id), "
-                "(SELECT count(*) FROM segments s WHERE s.params_id = p.id) "
-                "FROM params p ORDER BY p.id"
-            ).fetchall()
-            version = self._con.execute("SELECT max(version) FROM sif_migrations").fetchone()
-        last = self._meta("last_params")
-        sets: list[SetInfo] = []
-        last_set = None
-        for pid, key, normalize, last_run, n_files, n_rows, n_segments in rows:
-            try:
-                ps = ParamSet(
-                    FingerprintParams.from_dict(json.loads(key)), normalize or LEGACY_NORMALIZE
-                )
-                run = json.loads(last_run) if last_run else None
-            except (ValueError, TypeError, SifError) as exc:
-                raise corrupt(catalog, f"unreadable parameter set {pid}") from exc
-            sets.append(SetInfo(ps, int(n_files), int(n_rows), int(n_segments), run))
-            if last and str(pid) == last:
-                last_set = ps
-        size = 0
-        for dirpath, _, names in os.walk(self.root):
-            for n in names:
-                with contextlib.suppress(OSError):
-                    size += os.lstat(os.path.join(dirpath, n)).st_size
-        return IndexInfo(
-            self.root,
-            sets,
-            size,
-            int(version[0]) if version and version[0] is not None else 0,
-            self._int_meta("generation"),
-            last_set,
-        )
-
     # --- the protocol ------------------------------------------------------------------
 
     def _find_params(self, ps: ParamSet) -> int | None:
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             row = self._con.execute(
                 "SELECT id FROM params WHERE key = ? AND normalize = ?",
                 [ps.params.key(), ps.normalize],
@@ -563,7 +461,7 @@ class DuckStore:
         pid = self._find_params(param_set(params))
         if pid is None:
             return KnownColumns.empty()
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             cols = self._con.execute(
                 "SELECT origin, id, dev, ino, file_size, mtime_ns, "
                 f"coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
@@ -588,7 +486,7 @@ class DuckStore:
         added: Sequence[NewFile],
         dropped: Sequence[int],
     ) -> None:
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             self._commit(params, anchors, added, dropped)
 
     def _commit(
@@ -692,7 +590,7 @@ class DuckStore:
         self, params: FingerprintParams | ParamSet, roots: Sequence[str] | None = None
     ) -> None:
         """Compact if needed; record ``roots`` as the set's last run (for ``--info``)."""
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             self._finish(params, roots)
 
     def _finish(self, params: FingerprintParams | ParamSet, roots: Sequence[str] | None) -> None:
@@ -799,12 +697,12 @@ class DuckStore:
             raise
         self._publish()
 
-    def _manifest(self) -> tuple[Manifest, npt.NDArray[np.uint32], dict[str, str]]:
+    def recorded_state(self) -> tuple[Manifest, npt.NDArray[np.uint32], dict[str, str]]:
         """The state the catalog records: (manifest, dead ids, anchor file -> JSON)."""
         con = self._con
         params: dict[int, dict[str, Any]] = {}
         anchor_files: dict[str, str] = {}
-        with _catalog_errors(os.path.join(self.root, CATALOG)):
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             for pid, key, anchors, normalize in con.execute(
                 "SELECT id, key, anchors, normalize FROM params"
             ).fetchall():
@@ -841,7 +739,7 @@ class DuckStore:
 
     def _publish(self) -> None:
         """Publish the catalog's state, then delete files no state names any more."""
-        manifest, dead, anchor_files = self._manifest()
+        manifest, dead, anchor_files = self.recorded_state()
         os.makedirs(os.path.join(self.root, "anchors"), exist_ok=True)
         for fname, text in anchor_files.items():
             path = os.path.join(self.root, "anchors", fname)
@@ -876,7 +774,7 @@ class DuckStore:
         if con is not None:
             self._con = None  # type: ignore[assignment]
             try:
-                with _catalog_errors(os.path.join(self.root, CATALOG)):
+                with catalog_errors(os.path.join(self.root, CATALOG)):
                     con.close()
             finally:
                 self._unlock()
@@ -888,53 +786,3 @@ class DuckStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def index_info(root: str, *, wait: bool = False) -> IndexInfo:
-    """What ``sif index --info`` shows, read from the catalog (opened read-only).
-
-    Raises :class:`IndexUnusable` when there is no index at ``root`` (or its
-    schema is older: ``sif index`` migrates it) and :class:`IndexCorrupt`.
-    """
-    with DuckStore(root, wait=wait, read_only=True) as store:
-        return store.info()
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    """What ``sif index --verify`` checked."""
-
-    segments: int
-    unchecked: int
-    """Segments published without a checksum (by an older sif): checked for consistency."""
-    files: int
-
-
-def verify_index(root: str, *, wait: bool = False) -> VerifyResult:
-    """Check the whole index at ``root``: every block of the catalog, every segment
-    against its length and checksum, the published manifest against the catalog
-    and the dead-id file. Changes nothing. Raises :class:`IndexCorrupt` naming
-    the first damage. Cost: one read of the index.
-    """
-    from sif.index.reader import SnapshotReader
-
-    with DuckStore(root, wait=wait, read_only=True) as store:
-        n = store.verify()
-        recorded = store._manifest()
-        reader = SnapshotReader(root)
-        try:
-            _, unchecked = reader.verify()
-            if reader.manifest.generation < recorded[0].generation:
-                raise IndexUnusable(
-                    f"{root}: the last commit is not published yet (a writer was killed?); "
-                    "'sif index' publishes it"
-                )
-            if not _same_state(reader.manifest, recorded):
-                where = os.path.join(
-                    root, "manifests", f"gen-{reader.manifest.generation:08d}.json"
-                )
-                raise corrupt(where, "the published state differs from the catalog's")
-        finally:
-            reader.close()
-        files = sum((recorded[0].files or {}).values())
-    return VerifyResult(n, unchecked, files)

@@ -14,15 +14,9 @@ import numpy as np
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexUnusable, SifError
 from sif.fingerprint import FingerprintParams
-from sif.index.segments import (
-    Manifest,
-    Segment,
-    corrupt,
-    file_checksum,
-    load_array,
-    read_manifest,
-    verify_segment,
-)
+from sif.index.checks import corrupt, file_checksum, load_array, verify_segment
+from sif.index.manifest import Manifest, read_manifest
+from sif.index.segments import Segment
 from sif.index.store import (
     I64,
     LEGACY_NORMALIZE,

@@ -1,4 +1,4 @@
-"""Immutable fingerprint segments and the published snapshot that readers open.
+"""Immutable fingerprint segments (the published snapshot: :mod:`sif.index.manifest`).
 
 The fingerprints live only here, once (the index budget rules out a second
 copy). A *segment* is a directory of ``.npy`` files written once and never
@@ -8,7 +8,7 @@ the ids of files that died since (changed or removed; their rows stay in
 their segment until a compaction). ``CURRENT`` names the manifest in force
 and is replaced atomically, so a reader sees one committed state or the
 next, never a mixture, and never waits for a writer (DuckDB would lock it
-out: see :mod:`sif.index.duck`).
+out: see :mod:`sif.index.duck`; manifests: :mod:`sif.index.manifest`).
 
 Segment layout (``segments/seg-NNNNNN/``):
 
@@ -37,37 +37,30 @@ header is readable and has the dtype and shape the layout says, that each
 file is exactly as long as its header implies, and that the files agree
 with each other (rows, files, path offsets against ``paths.bin``). A
 manifest of format 2 also records each file's length and XXH3-128 checksum
-(:func:`checksum_files`), and a digest of its own text: the lengths are
-compared at every opening, the checksums by :func:`verify_segment` (``sif
+(:func:`sif.index.checks.checksum_files`): the lengths are compared at every
+opening, the checksums by :func:`sif.index.checks.verify_segment` (``sif
 index`` before it builds on the index, ``sif index --verify``). Any damage
-is :class:`sif.errors.IndexCorrupt` (:func:`corrupt`), never a default or a
-traceback. Manifests of format 1 (no checks) are still read.
+is :class:`sif.errors.IndexCorrupt` (:func:`sif.index.checks.corrupt`),
+never a default or a traceback. Segments of manifests of format 1 (no
+checks) are checked for consistency only.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import xxhash
 
-from sif.errors import IndexCorrupt
+from sif.index.checks import cause_of, check_size, corrupt, load_array
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
-#: Format of the manifests written; bump on an incompatible change. 2: lengths and
-#: checksums of the segments' files, and a digest of the manifest itself.
-SNAPSHOT_FORMAT = 2
-#: Manifest formats read (1: no checks; its segments are checked for consistency only).
-READ_FORMATS = (1, 2)
 BUCKET_BITS = 16
 #: From this many rows a segment stores 16-bit remainders under 2^16 buckets.
 BUCKET_MIN_ROWS = 1 << 18
@@ -93,123 +86,6 @@ FILE_DTYPE = np.dtype([*_V1_FIELDS, ("view", "u1"), ("olen", "<u4")])
 """Per-entry record of a segment (82 bytes, unaligned). ``kind``: index into ``KINDS``;
 ``view``: index into ``VIEW_NAMES``; ``olen``: bytes of the path that name the file on
 disk (the rest, ``!/member``, names an archive member)."""
-
-
-Check = dict[str, list[Any]]
-"""The checks of a segment's files: file name -> ``[bytes, XXH3-128 hex digest]``."""
-
-_CHUNK = 1 << 20
-
-
-def corrupt(path: str, cause: str) -> IndexCorrupt:
-    """The error for a damaged index file: ``index corrupt: PATH (cause); run with --rebuild``."""
-    return IndexCorrupt(f"index corrupt: {path} ({cause}); run with --rebuild")
-
-
-def file_checksum(path: str) -> str:
-    """XXH3-128 of the file at ``path`` (hex), read in 1 MiB chunks: ~10 GB/s from cache."""
-    h = xxhash.xxh3_128()
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb") as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
-
-
-def checksum_files(directory: str) -> Check:
-    """The length and checksum of every file of the segment ``directory``."""
-    out: Check = {}
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        out[name] = [os.path.getsize(path), file_checksum(path)]
-    return out
-
-
-def verify_segment(directory: str, check: Mapping[str, Sequence[Any]]) -> None:
-    """Compare every file of ``directory`` with its recorded length and checksum.
-
-    Raises :class:`IndexCorrupt` naming the first file that differs, is
-    missing, or is not recorded. Cost: one read of the segment.
-    """
-    names = set(_listdir(directory))
-    for name in sorted(names - set(check)):
-        raise corrupt(os.path.join(directory, name), "a file the manifest does not record")
-    for name, (size, digest) in sorted(check.items()):
-        path = os.path.join(directory, name)
-        if name not in names:
-            raise corrupt(path, "missing")
-        _check_size(path, int(size))
-        try:
-            got = file_checksum(path)
-        except OSError as exc:
-            raise corrupt(path, exc.strerror or str(exc)) from exc
-        if got != digest:
-            raise corrupt(path, "checksum mismatch: its content changed after it was written")
-
-
-def _listdir(directory: str) -> list[str]:
-    try:
-        return os.listdir(directory)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise corrupt(directory, exc.strerror or str(exc)) from exc
-
-
-def _check_size(path: str, size: int) -> None:
-    try:
-        got = os.stat(path).st_size
-    except FileNotFoundError:
-        raise  # retired by a writer (the reader reads CURRENT again), or lost
-    except OSError as exc:
-        raise corrupt(path, exc.strerror or str(exc)) from exc
-    if got != size:
-        raise corrupt(path, f"{got:,} bytes where the manifest records {size:,}")
-
-
-def load_array(path: str, dtypes: Sequence[np.dtype[Any]]) -> npt.NDArray[Any]:
-    """The 1-D ``.npy`` array at ``path``, memory-mapped, after checking it.
-
-    The one place where index arrays are opened: the header must parse, give
-    one of ``dtypes`` and one dimension, and the file must be exactly as long
-    as the header implies; any failure (a 0-byte file, a damaged header:
-    ``ValueError``, ``SyntaxError``, ``tokenize.TokenError``, ``EOFError``...)
-    is :class:`IndexCorrupt`. ``FileNotFoundError`` passes (a reader retries).
-    """
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-            else:
-                raise ValueError(f"npy format {version}")
-            offset = f.tell()
-    except FileNotFoundError:
-        raise
-    except Exception as exc:  # whatever a damaged header raises
-        raise corrupt(path, f"unreadable array header: {_cause(exc)}") from exc
-    if dtype not in dtypes or len(shape) != 1 or dtype.hasobject:
-        raise corrupt(path, f"unexpected array {dtype} {shape}")
-    expected = offset + shape[0] * dtype.itemsize
-    if size != expected:
-        raise corrupt(path, f"{size:,} bytes where its header implies {expected:,} (truncated?)")
-    if shape[0] == 0:
-        return np.empty(0, dtype=dtype)
-    try:
-        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise corrupt(path, _cause(exc)) from exc
-
-
-def _cause(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -370,7 +246,7 @@ class Segment:
         self._paths_fd = -1
         if check is not None:
             for name, (size, _) in check.items():
-                _check_size(os.path.join(directory, name), int(size))
+                check_size(os.path.join(directory, name), int(size))
         join = os.path.join
         self.fp = load_array(join(directory, "fp.npy"), _FP_DTYPES)
         self.offsets: U32 | None = (
@@ -490,7 +366,7 @@ class Segment:
         try:
             return self._path(pos)
         except (ValueError, OverflowError, OSError) as exc:
-            raise corrupt(os.path.join(self.directory, "paths.bin"), _cause(exc)) from exc
+            raise corrupt(os.path.join(self.directory, "paths.bin"), cause_of(exc)) from exc
 
     def _path(self, pos: int) -> bytes:
         if self.path_lcp is None:
@@ -543,148 +419,3 @@ def _bound(
         go_right = (probe <= target) if right else (probe < target)
         lo = np.where(active & go_right, mid + 1, lo)
         hi = np.where(active & ~go_right, mid, hi)
-
-
-# --- manifests --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One published state: parameter sets, segments per set, and dead file ids.
-
-    ``checks``: segment name -> :data:`Check` of its files (empty in a manifest
-    of format 1, and for a segment an older writer made); ``dead_check``: the
-    ``[bytes, checksum]`` of the dead-id file; ``files``: the live entries of
-    each parameter set (what the catalog says; ``None`` in format 1).
-    """
-
-    generation: int
-    params: dict[int, dict[str, Any]]  # id -> {"key": ..., "anchors": file name or None}
-    segments: dict[int, list[str]]  # params id -> segment names
-    dead: str | None  # file name of the sorted dead ids, under manifests/
-    last_params: int | None
-    checks: dict[str, Check] = field(default_factory=dict)
-    dead_check: list[Any] | None = None
-    files: dict[int, int] | None = None
-
-
-_MANIFEST_NAME = re.compile(r"gen-(\d{8,})")
-
-
-def _digest(doc: dict[str, Any]) -> str:
-    body = {k: v for k, v in doc.items() if k != "digest"}
-    return xxhash.xxh3_128_hexdigest(json.dumps(body, sort_keys=True).encode())
-
-
-def publish(root: str, manifest: Manifest, dead: U32) -> Manifest:
-    """Make ``manifest`` the state readers see: write it, then swap ``CURRENT`` atomically.
-
-    Returns it as published (with the dead-id file's name and check).
-    """
-    mdir = os.path.join(root, "manifests")
-    os.makedirs(mdir, exist_ok=True)
-    name = f"gen-{manifest.generation:08d}"
-    dead_name = None
-    dead_check = None
-    if len(dead):
-        dead_name = name + ".dead.npy"
-        dead_path = os.path.join(mdir, dead_name)
-        _save(dead_path, np.sort(dead).astype(np.uint32))
-        dead_check = [os.path.getsize(dead_path), file_checksum(dead_path)]
-    doc: dict[str, Any] = {
-        "format": SNAPSHOT_FORMAT,
-        "generation": manifest.generation,
-        "params": {str(k): v for k, v in manifest.params.items()},
-        "segments": {str(k): v for k, v in manifest.segments.items()},
-        "dead": dead_name,
-        "last_params": manifest.last_params,
-        "checks": manifest.checks,
-        "dead_check": dead_check,
-        "files": {str(k): v for k, v in (manifest.files or {}).items()},
-    }
-    doc["digest"] = _digest(doc)
-    with open(os.path.join(mdir, name + ".json"), "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_dir(mdir)
-    tmp = os.path.join(root, f"CURRENT.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(root, "CURRENT"))
-    _fsync_dir(root)
-    return Manifest(
-        manifest.generation,
-        manifest.params,
-        manifest.segments,
-        dead_name,
-        manifest.last_params,
-        manifest.checks,
-        dead_check,
-        manifest.files,
-    )
-
-
-def read_manifest(root: str) -> Manifest | None:
-    """The manifest in force, or ``None`` for an index never published.
-
-    Raises ``FileNotFoundError`` if the manifest vanished after ``CURRENT``
-    was read (a writer moved on: read again) and :class:`IndexCorrupt` if it
-    is unreadable, fails its digest, or if ``CURRENT`` is missing or damaged
-    while the index has published before (a published state is only ever
-    replaced, never removed).
-    """
-    current = os.path.join(root, "CURRENT")
-    try:
-        with open(current, encoding="ascii") as f:
-            name = f.read().strip()
-    except FileNotFoundError:
-        if _published_before(root):
-            raise corrupt(current, "missing, yet the index has published states") from None
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise corrupt(current, _cause(exc)) from exc
-    if not _MANIFEST_NAME.fullmatch(name):
-        raise corrupt(current, f"names no manifest ({name[:40]!r})")
-    path = os.path.join(root, "manifests", name + ".json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        if not isinstance(doc, dict):
-            raise ValueError("not an object")
-        if doc.get("format") not in READ_FORMATS:
-            raise corrupt(path, f"snapshot format {doc.get('format')} is not supported")
-        if doc["format"] >= 2 and doc.get("digest") != _digest(doc):
-            raise corrupt(path, "digest mismatch: the manifest was changed after it was written")
-        files = doc.get("files")
-        return Manifest(
-            generation=int(doc["generation"]),
-            params={int(k): dict(v) for k, v in doc["params"].items()},
-            segments={int(k): [str(n) for n in v] for k, v in doc["segments"].items()},
-            dead=doc["dead"],
-            last_params=doc["last_params"],
-            checks={str(k): dict(v) for k, v in doc.get("checks", {}).items()},
-            dead_check=doc.get("dead_check"),
-            files=None if files is None else {int(k): int(v) for k, v in files.items()},
-        )
-    except FileNotFoundError:
-        raise
-    except IndexCorrupt:
-        raise
-    except Exception as exc:  # JSON of any shape
-        raise corrupt(path, f"unreadable index manifest: {_cause(exc)}") from exc
-
-
-def _published_before(root: str) -> bool:
-    """Whether a state after the first (generation 0, an empty index) was published."""
-    try:
-        names = os.listdir(os.path.join(root, "manifests"))
-    except OSError:
-        return False
-    for n in names:
-        m = _MANIFEST_NAME.match(n)
-        if m and int(m.group(1)) > 0:
-            return True
-    return False
