@@ -12,6 +12,7 @@ passes: a reader retries when a writer retired what it was opening.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -104,7 +105,8 @@ def load_array(path: str, dtypes: Sequence[np.dtype[Any]]) -> npt.NDArray[Any]:
     is :class:`IndexCorrupt`. ``FileNotFoundError`` passes (a reader retries).
     """
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a damaged header may warn as it is parsed
             size = os.fstat(f.fileno()).st_size
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
