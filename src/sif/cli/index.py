@@ -74,8 +74,8 @@ def index(
 ) -> None:
     """Build or refresh the index of the files under PATHS.
 
-    Only files whose device, inode, size or modification time changed are
-    read again; files under PATHS that are gone are dropped; files indexed
+    Only files whose device, inode, size, modification time or ctime changed
+    are read again; files under PATHS that are gone are dropped; files indexed
     from other paths are kept. Without fingerprint options, the parameters
     of the index's last run are used (winnow for a new index); other
     parameters are indexed beside, never mixed. Each file is indexed as its
@@ -187,7 +187,8 @@ def _verify(location: str, wait: bool, quiet: bool) -> None:
             else ""
         )
         click.echo(
-            f"sif: index {location} is sound: {result.segments:,} segments checked{older}, "
+            f"sif: index {location} is sound: {result.segments:,} "
+            f"segment{'s' if result.segments != 1 else ''} checked{older}, "
             f"{result.files:,} entries",
             err=True,
         )
