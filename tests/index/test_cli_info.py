@@ -102,3 +102,21 @@ def test_scheme_anchors_alone_uses_the_one_anchor_set_the_index_holds(corpus: Pa
     assert "name one with --anchors" in proc.stderr
     proc = sif("index", "-q", "--rebuild", "--scheme", "anchors", "--index", idx, t)
     assert proc.returncode == 2 and "--rebuild --scheme anchors needs --anchors" in proc.stderr
+
+
+def test_a_damaged_anchor_set_is_named(corpus: Path) -> None:
+    idx, t, q = corpus / "idx", corpus / "t", corpus / "q.txt"
+    anchors = corpus / "a.json"
+    assert sif("anchors", "learn", "-q", "-o", anchors, t).returncode == 0
+    cmd = ["index", "-q", "-j", "1", "--scheme", "anchors", "--anchors", anchors, "--index", idx]
+    assert sif(*cmd, t).returncode == 0
+    [stored] = (idx / "anchors").iterdir()
+    stored.write_text(stored.read_text().replace("[", "[1, ", 1))
+    for proc in (
+        sif("index", "--verify", "--index", idx),
+        sif("query", "--index", idx, q),
+        sif("index", "-q", "-j", "1", "--index", idx, t),
+    ):
+        assert proc.returncode == 3, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"sif: error: index corrupt: {stored} ("), line

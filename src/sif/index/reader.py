@@ -95,6 +95,8 @@ class SnapshotReader:
                     continue
                 verify_segment(os.path.join(self.root, "segments", name), check)
                 checked += 1
+        for ps in self._sets.values():  # each stored anchor set against its digest
+            self.anchors(ps)
         if self.manifest.dead and self.manifest.dead_check is not None:
             path = os.path.join(self.root, "manifests", self.manifest.dead)
             if file_checksum(path) != self.manifest.dead_check[1]:
