@@ -67,13 +67,17 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
     assert code == 3 and "no index at" in err
     run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
     code, _, err = run("query", "--index", idx, "--scheme", "sif94", str(tmp_path / "q.txt"))
-    assert code == 3 and "holds no fingerprints made with" in err
+    assert (
+        code == 3
+        and "holds: winnow w=50 k=8 min-fingerprints=20 normalize=auto; asked: sif94 w=50 k=8"
+        in err
+    )
     with open_store(idx):  # type: ignore[attr-defined]
         code, _, err = run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
     assert code == 3 and "index in use (pid" in err
     (tmp_path / "idx" / "catalog.duckdb").write_bytes(b"\0garbage" * 5000)
     code, _, err = run("index", "--index", idx, "-j", "1", str(tmp_path / "t"))
-    assert code == 3 and "not a readable sif index" in err and "--rebuild" in err
+    assert code == 3 and "index corrupt: " in err and "run with --rebuild" in err
     code, _, err = run("index", "--index", idx, "--rebuild", "-j", "1", str(tmp_path / "t"))
     assert code == 0 and "3 new" in err
     code, _, err = run("query", "--index", idx, "--scheme", "anchors", str(tmp_path / "q.txt"))

@@ -332,7 +332,7 @@ def test_cli_text_is_figure_3_and_json_csv(tmp_path: Path) -> None:
 
 REREAD_SCRIPT = r"""
 import json, os, sys, encodings.idna, encodings.ascii, encodings.latin_1, encodings.utf_8
-import duckdb, numpy, numpy.ma, platformdirs
+import duckdb, mmap, numpy, numpy.ma, platformdirs
 import sif.index, sif.index.duck, sif.index.reader, sif.content
 from sif.similar import SimilarOptions, find_similar
 # Imported above as root: nobody may not read this Python's own files.
@@ -356,15 +356,15 @@ def test_rethreshold_opens_no_file_under_the_tree() -> None:
         write(tree / "a.py", module(16))
         write(tree / "b.py", module(16)[:25000] + module(17)[:3000])
         write(tree / "c.py", module(18))
+        os.chmod(tree, 0o755)
+        for n in ("a.py", "b.py", "c.py"):  # nobody can open no file of the tree (set
+            os.chmod(tree / n, 0)  # before the run: a chmod changes the ctime, a change)
         first = find_similar([tree], index, options=SimilarOptions(threshold=25), jobs=1)
         assert len(first.pairs) == 1
-        for dirpath, _, names in os.walk(index):  # nobody may write the index...
+        for dirpath, _, names in os.walk(index):  # ... but may write the index
             os.chown(dirpath, 65534, 65534)
             for n in names:
                 os.chown(os.path.join(dirpath, n), 65534, 65534)
-        os.chmod(tree, 0o755)
-        for n in ("a.py", "b.py", "c.py"):  # ... but can open no file of the tree
-            os.chmod(tree / n, 0)
         out = subprocess.run(
             [sys.executable, "-c", REREAD_SCRIPT, str(tree), str(index)],
             capture_output=True,

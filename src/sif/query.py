@@ -132,18 +132,20 @@ def resolve_params(
         and (normalize is None or s.normalize == normalize)
     ]
     if not fits:
+        from sif.index.store import describe_params
+
         held = "; ".join(str(s) for s in sets)
         asked = " ".join(
             x
             for x in (
-                params.key() if params is not None else "",
-                f"--normalize {normalize}" if normalize else "",
+                describe_params(params) if params is not None else "",
+                f"normalize={normalize}" if normalize else "",
             )
             if x
         )
         raise IndexParamsMismatch(
-            f"{where} holds no fingerprints made with {asked} (it holds: {held}); "
-            "run 'sif index' with these options first, or drop them to use the index's"
+            f"{where} holds: {held}; asked: {asked}; use the same options "
+            "(or none, for the index's last), another --index, or run 'sif index' with them"
         )
     return fits[0], reader.anchors(fits[0])
 

@@ -86,7 +86,7 @@ def test_postscript_prolog_and_views_never_mixed(tmp_path: Path) -> None:
     assert auto.view == "postscript" and paths(auto) == []
     [plain] = query_files([pages], reader, normalize="auto", threshold=5)
     assert ps_a not in paths(plain)
-    with pytest.raises(IndexParamsMismatch, match="--normalize markup"):
+    with pytest.raises(IndexParamsMismatch, match="asked: normalize=markup"):
         list(query_files([ps_a], reader, normalize="markup"))
 
 

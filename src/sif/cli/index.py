@@ -19,6 +19,7 @@ from sif.cli.common import (
     walk_options,
 )
 from sif.cli.index_options import (
+    IndexAnchors,
     content_options,
     fingerprint_options,
     from_last_run,
@@ -39,6 +40,16 @@ from sif.cli.index_options import (
     help="Build the index anew, beside the old one, which answers queries until it is replaced.",
 )
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
+@click.option(
+    "--info",
+    is_flag=True,
+    help="Show the index's parameter sets, entries, size and last runs; index nothing.",
+)
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Check every file of the index against its checksum; index nothing.",
+)
 @jobs_option
 @click.option("--checkpoint-bytes", type=click.IntRange(1), hidden=True)
 @walk_options
@@ -56,6 +67,8 @@ def index(
     raw: bool,
     rebuild: bool,
     wait: bool,
+    info: bool,
+    verify: bool,
     jobs: int | None,
     checkpoint_bytes: int | None,
     from_file: Any,
@@ -65,8 +78,8 @@ def index(
 ) -> None:
     """Build or refresh the index of the files under PATHS.
 
-    Only files whose device, inode, size or modification time changed are
-    read again; files under PATHS that are gone are dropped; files indexed
+    Only files whose device, inode, size, modification time or ctime changed
+    are read again; files under PATHS that are gone are dropped; files indexed
     from other paths are kept. Without fingerprint options, the parameters
     of the index's last run are used (winnow for a new index); other
     parameters are indexed beside, never mixed. Each file is indexed as its
@@ -77,6 +90,11 @@ def index(
     part of the parameters. One writer at a time: a
     second one fails with "index in use (pid N)", or waits with --wait.
 
+    --info shows what the index holds; --verify checks every file of it
+    against its checksum (a damaged index is named, "index corrupt: PATH",
+    exit 3, and --rebuild recovers). Each run verifies the index before it
+    builds on it.
+
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
     from sif.content import ContentOptions
@@ -84,6 +102,12 @@ def index(
     from sif.report import human_size
     from sif.walk import WalkOptions
 
+    if info or verify:
+        if paths or from_file is not None or rebuild or (info and verify):
+            raise click.UsageError("--info and --verify take no PATH, and no other action")
+        location = index or default_index_path()
+        _info(location, wait) if info else _verify(location, wait, quiet)
+        sys.exit(EXIT_OK)
     roots = collect_roots(paths, from_file, null)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
@@ -93,6 +117,8 @@ def index(
     location = index or default_index_path()
     if not rebuild:
         params, anchors, mode = from_last_run(location, params, anchors, mode)
+    elif isinstance(params, IndexAnchors):  # the index's set is about to be discarded
+        raise click.UsageError("--rebuild --scheme anchors needs --anchors FILE")
     warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     from sif.index.build import CHECKPOINT_BYTES
@@ -124,3 +150,49 @@ def index(
             err=True,
         )
     sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)
+
+
+def _info(location: str, wait: bool) -> None:
+    import datetime
+
+    from sif.index.health import index_info
+    from sif.report import human_size
+
+    info = index_info(location, wait=wait)
+    lines = [
+        f"index {info.root}: {human_size(info.bytes)} on disk, schema {info.schema}, "
+        f"{len(info.sets)} parameter set{'s' if len(info.sets) != 1 else ''}"
+    ]
+    for s in info.sets:
+        mark = " (last used)" if s.params == info.last_params else ""
+        lines.append(f"  {s.params}{mark}")
+        lines.append(
+            f"    {s.files:,} entries, {s.rows:,} fingerprints in {s.segments:,} "
+            f"segment{'s' if s.segments != 1 else ''}"
+        )
+        run = s.last_run
+        if run:
+            when = datetime.datetime.fromtimestamp(float(run.get("time", 0)), datetime.UTC)
+            roots = " ".join(str(r) for r in run.get("roots", []))
+            lines.append(f"    last run {when:%Y-%m-%d %H:%M:%S} UTC: {roots}")
+        else:
+            lines.append("    last run: not recorded (an older sif)")
+    click.echo("\n".join(lines))
+
+
+def _verify(location: str, wait: bool, quiet: bool) -> None:
+    from sif.index.health import verify_index
+
+    result = verify_index(location, wait=wait)
+    if not quiet:
+        older = (
+            f" ({result.unchecked:,} made by an older sif, checked for consistency only)"
+            if result.unchecked
+            else ""
+        )
+        click.echo(
+            f"sif: index {location} is sound: {result.segments:,} "
+            f"segment{'s' if result.segments != 1 else ''} checked{older}, "
+            f"{result.files:,} entries",
+            err=True,
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -33,7 +34,8 @@ def fingerprint_options(func: F) -> F:
             "--anchors",
             "anchors_file",
             type=click.Path(dir_okay=False, path_type=str),
-            help="Anchor set for --scheme anchors (from 'sif anchors learn').",
+            help="Anchor set for --scheme anchors (from 'sif anchors learn') "
+            "[default: the index's, if it holds one].",
         ),
         click.option("--window", type=int, help="Bytes per fingerprinted window (50)."),
         click.option(
@@ -86,6 +88,14 @@ def normalize_from_options(normalize: str | None, raw: bool) -> str | None:
     return "raw" if raw else normalize
 
 
+@dataclass(frozen=True)
+class IndexAnchors:
+    """``--scheme anchors`` without ``--anchors``: the index's one anchor set, found
+    when the index is opened (:func:`pick_anchor_set`); ``window`` narrows the choice."""
+
+    window: int | None = None
+
+
 def params_from_options(
     scheme: str | None,
     anchors_file: str | None,
@@ -95,7 +105,10 @@ def params_from_options(
 ) -> tuple[Any, Any]:
     """(FingerprintParams, AnchorSet) from the options, or (None, None) if none was given.
 
-    Raises :class:`sif.errors.ConfigError` for bad values, before any work.
+    ``--scheme anchors`` without ``--anchors`` gives (:class:`IndexAnchors`,
+    None): the index's anchor set if it holds exactly one. Raises
+    :class:`sif.errors.ConfigError` for bad values (``--anchors`` without
+    ``--scheme anchors`` among them), before any work.
     """
     from sif.errors import ConfigError
     from sif.fingerprint import load_anchors, make_params
@@ -105,8 +118,8 @@ def params_from_options(
         for k, v in {"window": window, "k": k, "min_fingerprints": min_fingerprints}.items()
         if v is not None
     }
-    if anchors_file and scheme is None:
-        scheme = "anchors"
+    if anchors_file and scheme != "anchors":
+        raise ConfigError("--anchors FILE goes with --scheme anchors")
     if scheme is None:
         if given:
             scheme = "winnow"
@@ -116,12 +129,33 @@ def params_from_options(
         from sif.index.build import SMALL_FILE_FINGERPRINTS
 
         given["min_fingerprints"] = SMALL_FILE_FINGERPRINTS
-    if scheme != "anchors" and anchors_file:
-        raise ConfigError("--anchors goes with --scheme anchors")
+    if scheme == "anchors" and not anchors_file:
+        if k is not None or min_fingerprints is not None:
+            raise ConfigError("-k and --min-fingerprints do not apply to --scheme anchors")
+        return IndexAnchors(window), None
     anchors = load_anchors(anchors_file) if anchors_file else None
-    if scheme == "anchors" and anchors is None:
-        raise ConfigError("--scheme anchors needs --anchors FILE")
     return make_params(scheme, anchors, **given), anchors
+
+
+def pick_anchor_set(reader: Any, wanted: IndexAnchors, mode: str | None) -> tuple[Any, Any]:
+    """(params, AnchorSet) of the one anchor set the index holds that fits ``wanted``
+    and ``mode``; :class:`sif.errors.ConfigError` when it holds none or several."""
+    from sif.errors import ConfigError
+
+    fits: list[Any] = []
+    for s in reader.parameter_sets():
+        if s.params.scheme != "anchors" or (mode is not None and s.normalize != mode):
+            continue
+        if wanted.window is not None and s.params.window != wanted.window:
+            continue
+        if s.params not in [f.params for f in fits]:
+            fits.append(s)
+    if len(fits) == 1:
+        return fits[0].params, reader.anchors(fits[0])
+    if not fits:
+        raise ConfigError("--scheme anchors needs --anchors FILE: the index holds no anchor set")
+    held = "; ".join(str(s) for s in fits)
+    raise ConfigError(f"the index holds {len(fits)} anchor sets ({held}): name one with --anchors")
 
 
 def from_last_run(
@@ -131,26 +165,34 @@ def from_last_run(
 
     The fingerprint parameters (with their stored anchor set) and the content
     normalisation each come from the most recent parameter set when not
-    given; an index that does not exist yet, or holds nothing, changes nothing.
+    given (:class:`IndexAnchors`: the index's one anchor set); an index that
+    does not exist yet, or holds nothing, changes nothing. A damaged index
+    raises :class:`sif.errors.IndexCorrupt`: never a silent default.
     """
-    from sif.errors import SifError
+    from sif.errors import ConfigError, IndexCorrupt, IndexUnusable
     from sif.index import open_reader
 
-    if params is not None and mode is not None:
+    if params is not None and not isinstance(params, IndexAnchors) and mode is not None:
         return params, anchors, mode
     try:
         reader = open_reader(location)
-    except SifError:
+    except IndexCorrupt:
+        raise
+    except IndexUnusable:  # no index there yet
+        if isinstance(params, IndexAnchors):
+            raise ConfigError(
+                "--scheme anchors needs --anchors FILE: there is no index yet"
+            ) from None
         return params, anchors, mode
     try:
+        if isinstance(params, IndexAnchors):
+            params, anchors = pick_anchor_set(reader, params, mode)
         sets = reader.parameter_sets()
         if sets:
             last = sets[0]
             if params is None:
                 params, anchors = last.params, reader.anchors(last)
             mode = mode or last.normalize
-    except SifError:
-        pass
     finally:
         reader.close()
     return params, anchors, mode

@@ -15,11 +15,13 @@ from sif.cli.common import (
     quiet_option,
 )
 from sif.cli.index_options import (
+    IndexAnchors,
     content_options,
     fingerprint_options,
     index_option,
     normalize_from_options,
     params_from_options,
+    pick_anchor_set,
 )
 
 
@@ -96,6 +98,8 @@ def query(
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:
+        if isinstance(params, IndexAnchors):  # --scheme anchors alone: the index's one set
+            params, _ = pick_anchor_set(reader, params, mode)
         results = query_files(
             files,
             reader,

@@ -1,7 +1,9 @@
 """``sif index``: bring the index up to date with a tree, incrementally, on all cores.
 
 Plan first, then act: the walk (stat only) is compared with what the index
-holds, by (device, inode, size, mtime_ns) of each file on disk, which splits
+holds, by (device, inode, size, mtime_ns, ctime_ns) of each file on disk (the
+ctime, which ``utime`` cannot set, tells a file rewritten with its mtime
+restored), which splits
 the files into new, changed, unchanged and removed; only new and changed
 files are read. A file gives one or more entries (its content views,
 :func:`sif.index.scan.scan_entries`: archive members, decompressed content);
@@ -78,7 +80,7 @@ _PARAMS: FingerprintParams | None = None
 _ANCHORS: AnchorSet | None = None
 _CONTENT: ContentOptions | None = None
 
-_Item = tuple[str, int, int, int, int]  # path, dev, ino, size, mtime_ns
+_Item = tuple[str, int, int, int, int, int]  # path, dev, ino, size, mtime_ns, ctime_ns
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def _scan_batch(batch: Sequence[_Item]) -> list[_Read]:
     """Read each file of ``batch`` into its entries; a file that cannot be read fails."""
     assert _PARAMS is not None
     out: list[_Read] = []
-    for path, dev, ino, size, mtime_ns in batch:
+    for path, dev, ino, size, mtime_ns, ctime_ns in batch:
         warnings: list[ScanWarning] = []
         try:
             scanned = scan_entries(path, _PARAMS, _ANCHORS, _CONTENT, on_warning=warnings.append)
@@ -104,7 +106,9 @@ def _scan_batch(batch: Sequence[_Item]) -> list[_Read]:
             out.append(_Read(path, (), tuple(warnings), failure))
             continue
         news = tuple(
-            NewFile(e.path, dev, ino, mtime_ns, e.scan, origin=path, file_size=size)
+            NewFile(
+                e.path, dev, ino, mtime_ns, e.scan, origin=path, file_size=size, ctime_ns=ctime_ns
+            )
             for e in scanned
         )
         out.append(_Read(path, news, tuple(warnings), None))
@@ -163,10 +167,13 @@ class _Plan:
 
 
 def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Plan:
-    """Compare a walk with what the index holds, by (device, inode, size, mtime_ns).
+    """Compare a walk with what the index holds, by (device, inode, size, mtime_ns,
+    ctime_ns); the ctime only when the store keeps it (``known.ctime_ns``). A
+    row whose ctime is unknown (indexed before it was kept) never matches: the
+    file is read again once, and counted as changed.
 
     Vectorised: one dict from origin to a row of the catalog, one lookup per
-    walked path, the four stat fields compared as arrays; Python objects are
+    walked path, the stat fields compared as arrays; Python objects are
     made only for the files that changed, are new or went. Cost: O(walk +
     entries) dict operations (~10 ms for 38k files).
     """
@@ -184,9 +191,11 @@ def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Pl
         same &= known.ino[p] == np.frombuffer(cols.ino, dtype=np.uint64)
         same &= known.size[p] == np.frombuffer(cols.size, dtype=np.int64)
         same &= known.mtime_ns[p] == np.frombuffer(cols.mtime_ns, dtype=np.int64)
+        if known.ctime_ns is not None:
+            same &= known.ctime_ns[p] == np.frombuffer(cols.ctime_ns, dtype=np.int64)
     changed = hit & ~same
     todo: list[_Item] = [
-        (paths[i], cols.dev[i], cols.ino[i], cols.size[i], cols.mtime_ns[i])
+        (paths[i], cols.dev[i], cols.ino[i], cols.size[i], cols.mtime_ns[i], cols.ctime_ns[i])
         for i in np.flatnonzero(~same).tolist()
     ]
     # Each row's representative row (all rows of an origin share one): which rows met.
@@ -290,6 +299,8 @@ def build_index(
         if store is None:
             store = open_store(index, wait=wait, rebuild=rebuild)
         options = skip_index_dir(options, getattr(store, "directory", None))
+        progress.stage("verifying", None)
+        store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
         cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
         stats.walk_digest = cols.digest()
@@ -336,7 +347,7 @@ def build_index(
             store.commit(pset, anchors, pending, dropped + gone)
             stats.commits += 1
         progress.stage("compacting", None)
-        store.finish(pset)
+        store.finish(pset, roots=abs_roots)
     finally:
         if pool is not None:
             pool.terminate()

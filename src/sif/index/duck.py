@@ -23,6 +23,13 @@ the list of segments. Measured at 20 M rows (bench/query.py): a lookup in
 the segments takes milliseconds where a DuckDB scan takes tens, and a
 process that only needs numpy skips DuckDB's 0.13 s import.
 
+Damage (a flipped byte, a truncated or emptied file) is
+:class:`sif.errors.IndexCorrupt` ("index corrupt: PATH (cause); run with
+--rebuild"), never a default: every DuckDB error is mapped to it in one
+place (:func:`catalog_errors`), every table is read once when the catalog
+is opened (DuckDB checks its blocks' checksums as it reads them), and
+:meth:`DuckStore.verify` compares every segment with its checksum.
+
 Crash safety (SIGKILL at any moment): a commit writes its segment under a
 temporary name, fsyncs and renames it, then commits one DuckDB transaction
 that names it, then publishes a manifest. A crash before the transaction
@@ -35,16 +42,20 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 
 - ``sif_meta(key, value)``: ``app`` = ``sif``, counters ``next_file_id``,
   ``next_segment_id``, ``generation``, and ``last_params``;
-- ``params(id, key, anchors, normalize)``: one row per parameter set
+- ``params(id, key, anchors, normalize, last_run)``: one row per parameter set
   (:class:`sif.index.store.ParamSet`: :meth:`FingerprintParams.key` and the
-  content normalisation mode), with the anchor set's JSON if any;
+  content normalisation mode), with the anchor set's JSON if any, and the
+  JSON ``{"time", "roots"}`` of the last ``sif index`` run under it;
 - ``files(id, params_id, path BLOB, dev, ino, size, mtime_ns, kind, digest
-  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size)``: the live
-  entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member), ``view``
-  its content view, ``size`` and ``digest`` of its content; ``origin``,
-  ``dev``, ``ino``, ``file_size`` and ``mtime_ns`` are those of the file on
-  disk that holds it, which tell whether it changed;
-- ``segments(id, params_id, name, files, rows)``;
+  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns)``:
+  the live entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member),
+  ``view`` its content view, ``size`` and ``digest`` of its content;
+  ``origin``, ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
+  are those of the file on disk that holds it, which tell whether it changed
+  (``ctime_ns`` NULL: indexed before schema 5, unknown, so read again once);
+- ``segments(id, params_id, name, files, rows, checks)``: ``checks`` the JSON
+  of each file's length and checksum (:func:`sif.index.segments.checksum_files`),
+  computed from the files on disk for segments made before schema 5;
 - ``dead(id, segment, n_fp)``: files dropped whose rows remain in a segment
   until the next compaction;
 - ``similar_runs(run_key, stopped, pairs, created, walk_digest)`` and
@@ -58,29 +69,26 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
+import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index import indexdir
-from sif.index.segments import (
-    Manifest,
-    Segment,
-    make_files,
-    publish,
-    read_manifest,
-    write_segment,
-)
+from sif.index.checks import Check, checksum_files, corrupt, verify_segment
+from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
+from sif.index.segments import Segment, make_files, write_segment
 from sif.index.store import (
     LEGACY_NORMALIZE,
     KnownColumns,
@@ -93,7 +101,10 @@ from sif.index.store import (
 )
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+#: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
+#: file's, so the file is read again once.
+UNKNOWN_CTIME = -(1 << 63)
 
 #: Compact a parameter set once it has more segments than this...
 MAX_SEGMENTS = 8
@@ -148,27 +159,26 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE similar_runs ADD COLUMN walk_digest VARCHAR")
 
 
+def _v5(con: duckdb.DuckDBPyConnection) -> None:
+    # Integrity (issue 10): ctime tells a file rewritten with its mtime restored (NULL:
+    # unknown, read again once); each segment's file lengths and checksums; the last run.
+    con.execute("ALTER TABLE files ADD COLUMN ctime_ns BIGINT")
+    con.execute("ALTER TABLE segments ADD COLUMN checks VARCHAR")
+    con.execute("ALTER TABLE params ADD COLUMN last_run VARCHAR")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "files, params, segments, dead", _v1),
     (2, "similar_runs, similar_pairs", _v2),
     (3, "content views: params.normalize, files.view, origin, file_size", _v3),
     (4, "similar_runs.walk_digest", _v4),
+    (5, "files.ctime_ns, segments.checks, params.last_run", _v5),
 ]
 """Registered migrations, applied in order, each in its own transaction."""
 
 
 def _own_segment(name: str) -> bool:
     return indexdir.SEGMENT_NAME.match(name) is not None
-
-
-_IO_CAUSES = tuple(
-    os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
-)
-
-
-def _io_failure(exc: duckdb.Error) -> bool:
-    """Whether DuckDB failed for want of space or permission (it gives no errno)."""
-    return any(cause in str(exc) for cause in _IO_CAUSES)
 
 
 def _write_error(root: str, exc: BaseException) -> IndexUnusable | None:
@@ -200,6 +210,44 @@ def _writes(method: _M) -> _M:
             raise error from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+_NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "quota")
+
+
+@contextlib.contextmanager
+def catalog_errors(path: str) -> Iterator[None]:
+    """Map every DuckDB error to a sif error: the one place for it.
+
+    Damage (a block whose checksum fails, an unreadable file) is
+    :class:`IndexCorrupt`; a full disk, a denied write or memory running out
+    are not damage and are :class:`IndexUnusable` naming the cause. An
+    interrupt passes.
+    """
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        cause = (str(exc).splitlines() or [type(exc).__name__])[0]
+        if isinstance(exc, duckdb.IOException | duckdb.TransactionException) and any(
+            t in cause for t in _NOT_DAMAGE
+        ):
+            raise IndexUnusable(
+                f"cannot write the index {os.path.dirname(path)}: {cause}; "
+                "it keeps its last committed state"
+            ) from exc
+        if isinstance(exc, duckdb.OutOfMemoryException) or any(t in cause for t in _NOT_DAMAGE):
+            raise IndexUnusable(f"{path}: {cause}") from exc
+        raise corrupt(path, cause) from exc
+
+
+def _open_segment(directory: str, check: Check | None = None) -> Segment:
+    """A segment the catalog names (under the lock: a missing file is damage)."""
+    try:
+        return Segment(directory, check)
+    except FileNotFoundError as exc:
+        raise corrupt(exc.filename or directory, "missing") from None
 
 
 class DuckStore:
@@ -302,69 +350,90 @@ class DuckStore:
 
     def _connect(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         path = os.path.join(self.root, CATALOG)
+        con = None
         try:
-            if read_only:
-                con = duckdb.connect(path, read_only=True)
-            else:
-                # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB ->
-                # 0.27 MB for 2,450 files); the setting only applies when the file is created.
-                con = duckdb.connect(path, config={"default_block_size": "16384"})
-            tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
-            if tables and "sif_meta" in tables:
-                app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
-                if not app or app[0] != "sif":
-                    raise IndexCorrupt(f"{path}: not a sif index")
-            elif tables:
-                raise IndexCorrupt(f"{path}: not a sif index")
-        except duckdb.Error as exc:
-            if _io_failure(exc):  # not damage: a disk that is full, or a file we may not open
-                raise IndexUnusable(
-                    f"cannot open the index catalog {path}: {str(exc).splitlines()[0]}"
-                ) from exc
-            raise IndexCorrupt(
-                f"{path}: not a readable sif index ({str(exc).splitlines()[0]}); "
-                "'sif index --rebuild' rebuilds it"
-            ) from exc
+            with catalog_errors(path):
+                if read_only:
+                    con = duckdb.connect(path, read_only=True)
+                else:
+                    # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB
+                    # -> 0.27 MB for 2,450 files); the setting only applies at creation.
+                    con = duckdb.connect(path, config={"default_block_size": "16384"})
+                tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+                if tables and "sif_meta" in tables:
+                    app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
+                    if not app or app[0] != "sif":
+                        raise corrupt(path, "not a sif index")
+                elif tables - {"sif_migrations"}:  # alone: killed while it was created
+                    raise corrupt(path, "not a sif index")
+                self._read_all(con, sorted(tables))
+        except BaseException:
+            if con is not None:
+                with contextlib.suppress(duckdb.Error):
+                    con.close()
+            raise
         return con
+
+    @staticmethod
+    def _read_all(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> None:
+        """Read every row of ``tables`` once: DuckDB checks each block's checksum as it
+        reads it, so damage shows here, as one error, not later in some query. Cost: a
+        scan of the catalog (a few ms for 38k files)."""
+        for t in tables:
+            con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchall()
 
     def _migrate(self) -> None:
         con = self._con
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS sif_migrations "
-            "(version INTEGER, name VARCHAR, applied_at TIMESTAMP)"
-        )
-        done = {r[0] for r in con.execute("SELECT version FROM sif_migrations").fetchall()}
-        if done and max(done) > SCHEMA_VERSION:
-            raise IndexCorrupt(
-                f"{self.root}: index schema {max(done)} is newer than this sif "
-                f"({SCHEMA_VERSION}); upgrade sif or use --rebuild"
-            )
-        for version, name, step in MIGRATIONS:
-            if version in done:
-                continue
-            con.execute("BEGIN TRANSACTION")
-            step(con)
+        with catalog_errors(os.path.join(self.root, CATALOG)):
             con.execute(
-                "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)", [version, name]
+                "CREATE TABLE IF NOT EXISTS sif_migrations "
+                "(version INTEGER, name VARCHAR, applied_at TIMESTAMP)"
             )
-            con.execute("COMMIT")
+            done = {r[0] for r in con.execute("SELECT version FROM sif_migrations").fetchall()}
+            if done and max(done) > SCHEMA_VERSION:
+                raise IndexCorrupt(
+                    f"{self.root}: index schema {max(done)} is newer than this sif "
+                    f"({SCHEMA_VERSION}); upgrade sif or use --rebuild"
+                )
+            for version, name, step in MIGRATIONS:
+                if version in done:
+                    continue
+                con.execute("BEGIN TRANSACTION")
+                step(con)
+                con.execute(
+                    "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)",
+                    [version, name],
+                )
+                con.execute("COMMIT")
 
     def _check_schema(self) -> None:
+        path = os.path.join(self.root, CATALOG)
         try:
             row = self._con.execute("SELECT max(version) FROM sif_migrations").fetchone()
         except duckdb.Error as exc:
-            raise IndexCorrupt(f"{self.root}: catalog without migrations") from exc
-        if row is None or row[0] != SCHEMA_VERSION:
-            raise IndexCorrupt(
-                f"{self.root}: index schema {row[0] if row else None}, this sif reads "
-                f"{SCHEMA_VERSION} read-only; open it for writing to migrate it"
+            raise corrupt(path, "a catalog without migrations") from exc
+        version = row[0] if row else None
+        if version is None or version > SCHEMA_VERSION:
+            raise corrupt(path, f"index schema {version}, this sif reads {SCHEMA_VERSION}")
+        if version < SCHEMA_VERSION:
+            raise IndexUnusable(
+                f"{self.root}: index schema {version} is older than this sif's "
+                f"({SCHEMA_VERSION}); 'sif index' migrates it"
             )
 
     def _meta(self, key: str) -> str:
-        row = self._con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchone()
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            row = self._con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchone()
         if row is None:
-            raise IndexCorrupt(f"{self.root}: catalog lacks {key}")
+            raise corrupt(os.path.join(self.root, CATALOG), f"the catalog lacks {key}")
         return str(row[0])
+
+    def _int_meta(self, key: str) -> int:
+        value = self._meta(key)
+        try:
+            return int(value) if value else 0
+        except ValueError:
+            raise corrupt(os.path.join(self.root, CATALOG), f"{key} is {value[:20]!r}") from None
 
     def _set_meta(self, key: str, value: object) -> None:
         self._con.execute("UPDATE sif_meta SET value = ? WHERE key = ?", [str(value), key])
@@ -373,28 +442,74 @@ class DuckStore:
         """Delete what a killed writer left unnamed; publish what it committed."""
         segdir = os.path.join(self.root, "segments")
         os.makedirs(segdir, exist_ok=True)
-        named = {r[0] for r in self._con.execute("SELECT name FROM segments").fetchall()}
+        catalog = os.path.join(self.root, CATALOG)
+        with catalog_errors(catalog):
+            rows = self._con.execute("SELECT id, name, checks FROM segments").fetchall()
+        named = {r[1] for r in rows}
         for name in os.listdir(segdir):
             if name not in named and _own_segment(name):
                 indexdir.remove_entry(os.path.join(segdir, name))
-        for name in named:
+        for name in sorted(named):
             if not os.path.isdir(os.path.join(segdir, name)):
-                raise IndexCorrupt(
-                    f"{self.root}: segment {name} is missing; 'sif index --rebuild' rebuilds it"
-                )
+                raise corrupt(os.path.join(segdir, name), "a segment the catalog names is missing")
+        for seg_id, name, checks in rows:
+            if checks is None:  # made before schema 5: checked for consistency, then recorded
+                directory = os.path.join(segdir, name)
+                _open_segment(directory).close()
+                with catalog_errors(catalog):
+                    self._con.execute(
+                        "UPDATE segments SET checks = ? WHERE id = ?",
+                        [json.dumps(checksum_files(directory)), seg_id],
+                    )
         try:
             published = read_manifest(self.root)
         except (FileNotFoundError, IndexCorrupt):
             published = None
-        if published is None or published.generation != int(self._meta("generation")):
+        if (
+            published is None
+            or not same_state(published, self.recorded_state())
+            or not dead_sound(self.root, published)
+        ):
+            # Never published, a killed writer's commit, or a damaged manifest: the
+            # catalog is the record, and the manifest is made from it again.
             self._publish()
+
+    def verify(self) -> int:
+        """Compare every segment the catalog names with its recorded lengths and checksums.
+
+        Returns the number of segments checked; raises :class:`IndexCorrupt`
+        naming the first damaged file. What ``sif index`` does before it builds
+        on the index. Cost: one read of every segment (XXH3, several GB/s).
+        """
+        for name, check in self._checks().items():
+            directory = os.path.join(self.root, "segments", name)
+            _open_segment(directory, check).close()
+            verify_segment(directory, check)
+        return len(self._checks())
+
+    def _checks(self) -> dict[str, Check]:
+        catalog = os.path.join(self.root, CATALOG)
+        with catalog_errors(catalog):
+            rows = self._con.execute("SELECT name, checks FROM segments ORDER BY id").fetchall()
+        out: dict[str, Check] = {}
+        for name, checks in rows:
+            try:
+                value = json.loads(checks)
+                if not isinstance(value, dict):
+                    raise ValueError("not an object")
+            except (TypeError, ValueError) as exc:
+                raise corrupt(catalog, f"unreadable checks of segment {name}") from exc
+            out[str(name)] = value
+        return out
 
     # --- the protocol ------------------------------------------------------------------
 
     def _find_params(self, ps: ParamSet) -> int | None:
-        row = self._con.execute(
-            "SELECT id FROM params WHERE key = ? AND normalize = ?", [ps.params.key(), ps.normalize]
-        ).fetchone()
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            row = self._con.execute(
+                "SELECT id FROM params WHERE key = ? AND normalize = ?",
+                [ps.params.key(), ps.normalize],
+            ).fetchone()
         return None if row is None else int(row[0])
 
     def _params_id(self, ps: ParamSet, anchors: AnchorSet | None) -> int:
@@ -418,10 +533,13 @@ class DuckStore:
         pid = self._find_params(param_set(params))
         if pid is None:
             return KnownColumns.empty()
-        cols = self._con.execute(
-            "SELECT origin, id, dev, ino, file_size, mtime_ns FROM files WHERE params_id = ?",
-            [pid],
-        ).fetchnumpy()
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            cols = self._con.execute(
+                "SELECT origin, id, dev, ino, file_size, mtime_ns, "
+                f"coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
+                "FROM files WHERE params_id = ?",
+                [pid],
+            ).fetchnumpy()
         enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
         return KnownColumns(
             [o.decode(enc, errors) for o in cols["origin"]],
@@ -430,6 +548,7 @@ class DuckStore:
             np.asarray(cols["ino"], dtype=np.uint64),
             np.asarray(cols["file_size"], dtype=np.int64),
             np.asarray(cols["mtime_ns"], dtype=np.int64),
+            np.asarray(cols["ctime_ns"], dtype=np.int64),
         )
 
     @_writes
@@ -440,10 +559,20 @@ class DuckStore:
         added: Sequence[NewFile],
         dropped: Sequence[int],
     ) -> None:
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            self._commit(params, anchors, added, dropped)
+
+    def _commit(
+        self,
+        params: FingerprintParams | ParamSet,
+        anchors: AnchorSet | None,
+        added: Sequence[NewFile],
+        dropped: Sequence[int],
+    ) -> None:
         con = self._con
         pid = self._params_id(param_set(params), anchors)
-        first = int(self._meta("next_file_id"))
-        seg_id = int(self._meta("next_segment_id"))
+        first = self._int_meta("next_file_id")
+        seg_id = self._int_meta("next_segment_id")
         name = f"seg-{seg_id:06d}"
         ids = np.arange(first, first + len(added), dtype=np.uint32)
         if added:
@@ -465,11 +594,9 @@ class DuckStore:
             ]
             paths = [os.fsencode(f.path) for f in added]
             files = make_files(rows, paths)
-            write_segment(
-                os.path.join(self.root, "segments", name),
-                files,
-                [f.scan.fingerprints for f in added],
-            )
+            directory = os.path.join(self.root, "segments", name)
+            write_segment(directory, files, [f.scan.fingerprints for f in added])
+            checks = json.dumps(checksum_files(directory))
         con.execute("BEGIN TRANSACTION")
         try:
             if added:
@@ -487,19 +614,32 @@ class DuckStore:
                     "view": np.array([f.scan.view for f in added], dtype=object),
                     "origin": np.array([os.fsencode(f.disk_path) for f in added], dtype=object),
                     "file_size": np.array([f.disk_size for f in added], dtype=np.int64),
+                    "ctime_ns": np.array(
+                        [UNKNOWN_CTIME if f.ctime_ns is None else f.ctime_ns for f in added],
+                        dtype=np.int64,
+                    ),
                 }
                 con.register("sif_batch", batch)
                 con.execute(
                     "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
-                    "digest, n_fp, n_distinct, segment, view, origin, file_size) "
+                    "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns) "
                     "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
-                    "n_distinct, ?, view, origin, file_size FROM sif_batch",
+                    f"n_distinct, ?, view, origin, file_size, nullif(ctime_ns, {UNKNOWN_CTIME}) "
+                    "FROM sif_batch",
                     [pid, seg_id],
                 )
                 con.unregister("sif_batch")
                 con.execute(
-                    "INSERT INTO segments VALUES (?, ?, ?, ?, ?)",
-                    [seg_id, pid, name, len(added), sum(len(f.scan.fingerprints) for f in added)],
+                    "INSERT INTO segments (id, params_id, name, files, rows, checks) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        seg_id,
+                        pid,
+                        name,
+                        len(added),
+                        sum(len(f.scan.fingerprints) for f in added),
+                        checks,
+                    ],
                 )
                 self._set_meta("next_file_id", first + len(added))
                 self._set_meta("next_segment_id", seg_id + 1)
@@ -512,7 +652,7 @@ class DuckStore:
                 con.execute("DELETE FROM files WHERE id IN (SELECT id FROM sif_drop)")
                 con.unregister("sif_drop")
             self._set_meta("last_params", pid)
-            self._set_meta("generation", int(self._meta("generation")) + 1)
+            self._set_meta("generation", self._int_meta("generation") + 1)
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
@@ -521,13 +661,26 @@ class DuckStore:
         self._publish()
 
     @_writes
-    def finish(self, params: FingerprintParams | ParamSet) -> None:
-        """Compact if due; a rebuild's new index replaces the old one here."""
-        found = self._find_params(param_set(params))
-        if found is not None:
-            self._tidy(found)
+    def finish(
+        self, params: FingerprintParams | ParamSet, roots: Sequence[str] | None = None
+    ) -> None:
+        """Compact if due and record ``roots`` as the set's last run (for ``--info``).
+
+        A rebuild's new index replaces the old one here.
+        """
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            self._finish(params, roots)
         if self._staging is not None:
             self._swap_in()
+
+    def _finish(self, params: FingerprintParams | ParamSet, roots: Sequence[str] | None) -> None:
+        found = self._find_params(param_set(params))
+        if found is None:
+            return
+        if roots is not None:
+            run = json.dumps({"time": time.time(), "roots": list(roots)})
+            self._con.execute("UPDATE params SET last_run = ? WHERE id = ?", [run, found])
+        self._tidy(found)
 
     def _tidy(self, pid: int) -> None:
         n_segments, rows = self._con.execute(
@@ -555,7 +708,7 @@ class DuckStore:
         ).fetchnumpy()["id"]
         values_parts, id_parts = [], []
         for _, name in old:
-            seg = Segment(os.path.join(self.root, "segments", name))
+            seg = _open_segment(os.path.join(self.root, "segments", name))
             values, ids = seg.all_rows()
             seg.close()
             if len(dead):
@@ -601,9 +754,11 @@ class DuckStore:
         values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
         all_ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.uint32)
         local = np.searchsorted(files.records["id"], all_ids).astype(np.uint32)
-        seg_id = int(self._meta("next_segment_id"))
+        seg_id = self._int_meta("next_segment_id")
         name = f"seg-{seg_id:06d}"
-        write_segment(os.path.join(self.root, "segments", name), files, values, local)
+        directory = os.path.join(self.root, "segments", name)
+        write_segment(directory, files, values, local)
+        checks = json.dumps(checksum_files(directory))
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(
@@ -613,17 +768,58 @@ class DuckStore:
             con.execute("DELETE FROM segments WHERE params_id = ?", [pid])
             con.execute("UPDATE files SET segment = ? WHERE params_id = ?", [seg_id, pid])
             con.execute(
-                "INSERT INTO segments VALUES (?, ?, ?, ?, ?)",
-                [seg_id, pid, name, len(files.records), len(values)],
+                "INSERT INTO segments (id, params_id, name, files, rows, checks) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [seg_id, pid, name, len(files.records), len(values), checks],
             )
             self._set_meta("next_segment_id", seg_id + 1)
-            self._set_meta("generation", int(self._meta("generation")) + 1)
+            self._set_meta("generation", self._int_meta("generation") + 1)
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
                 con.execute("ROLLBACK")
             raise
         self._publish()
+
+    def recorded_state(self) -> tuple[Manifest, npt.NDArray[np.uint32], dict[str, str]]:
+        """The state the catalog records: (manifest, dead ids, anchor file -> JSON)."""
+        con = self._con
+        params: dict[int, dict[str, Any]] = {}
+        anchor_files: dict[str, str] = {}
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            for pid, key, anchors, normalize in con.execute(
+                "SELECT id, key, anchors, normalize FROM params"
+            ).fetchall():
+                entry: dict[str, Any] = {"key": key, "anchors": None, "normalize": normalize}
+                if anchors:
+                    fname = f"{AnchorSet.from_json(anchors).digest}.json"
+                    anchor_files[fname] = anchors
+                    entry["anchors"] = fname
+                params[int(pid)] = entry
+            segments: dict[int, list[str]] = {}
+            for pid, name in con.execute(
+                "SELECT params_id, name FROM segments ORDER BY id"
+            ).fetchall():
+                segments.setdefault(int(pid), []).append(name)
+            files = {
+                int(pid): int(n)
+                for pid, n in con.execute(
+                    "SELECT params_id, count(*) FROM files GROUP BY params_id"
+                ).fetchall()
+            }
+            dead = con.execute("SELECT id FROM dead").fetchnumpy()["id"].astype(np.uint32)
+        last = self._meta("last_params")
+        manifest = Manifest(
+            self._int_meta("generation"),
+            params,
+            segments,
+            None,
+            int(last) if last else None,
+            self._checks(),
+            None,
+            files,
+        )
+        return manifest, dead, anchor_files
 
     def _publish(self) -> None:
         """Publish the catalog's state, then delete files no state names any more.
@@ -632,36 +828,19 @@ class DuckStore:
         """
         if self._staging is not None:
             return
-        con = self._con
-        params: dict[int, dict[str, Any]] = {}
+        manifest, dead, anchor_files = self.recorded_state()
         os.makedirs(os.path.join(self.root, "anchors"), exist_ok=True)
-        for pid, key, anchors, normalize in con.execute(
-            "SELECT id, key, anchors, normalize FROM params"
-        ).fetchall():
-            entry: dict[str, Any] = {"key": key, "anchors": None, "normalize": normalize}
-            if anchors:
-                fname = f"{AnchorSet.from_json(anchors).digest}.json"
-                path = os.path.join(self.root, "anchors", fname)
-                if not os.path.exists(path):
-                    fd, tmp = indexdir.temp_file(os.path.dirname(path), fname + ".tmp")
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        f.write(anchors)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.replace(tmp, path)
-                entry["anchors"] = fname
-            params[int(pid)] = entry
-        segments: dict[int, list[str]] = {}
-        for pid, name in con.execute("SELECT params_id, name FROM segments ORDER BY id").fetchall():
-            segments.setdefault(int(pid), []).append(name)
-        dead = con.execute("SELECT id FROM dead").fetchnumpy()["id"].astype(np.uint32)
-        last = self._meta("last_params")
-        generation = int(self._meta("generation"))
-        publish(
-            self.root,
-            Manifest(generation, params, segments, None, int(last) if last else None),
-            dead,
-        )
+        for fname, text in anchor_files.items():
+            path = os.path.join(self.root, "anchors", fname)
+            if not os.path.exists(path):
+                fd, tmp = indexdir.temp_file(os.path.dirname(path), fname + ".tmp")
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+        publish(self.root, manifest, dead)
+        segments, generation = manifest.segments, manifest.generation
         # Retire what no published state names. A reader that still has the
         # old manifest retries from CURRENT (sif.index.reader).
         named = {n for names in segments.values() for n in names}
@@ -683,13 +862,16 @@ class DuckStore:
     def close(self) -> None:
         """Close the catalog and release the lock; an unfinished rebuild is discarded."""
         con = getattr(self, "_con", None)
-        if con is not None:
-            con.close()
-            self._con = None  # type: ignore[assignment]
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            self._staging = None
-        self._unlock()
+        self._con = None  # type: ignore[assignment]
+        try:
+            if con is not None:
+                with catalog_errors(os.path.join(self.root, CATALOG)):
+                    con.close()
+        finally:
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
+                self._staging = None
+            self._unlock()
 
     def __enter__(self) -> DuckStore:
         return self

@@ -1,4 +1,4 @@
-"""Immutable fingerprint segments and the published snapshot that readers open.
+"""Immutable fingerprint segments (the published snapshot: :mod:`sif.index.manifest`).
 
 The fingerprints live only here, once (the index budget rules out a second
 copy). A *segment* is a directory of ``.npy`` files written once and never
@@ -8,7 +8,7 @@ the ids of files that died since (changed or removed; their rows stay in
 their segment until a compaction). ``CURRENT`` names the manifest in force
 and is replaced atomically, so a reader sees one committed state or the
 next, never a mixture, and never waits for a writer (DuckDB would lock it
-out: see :mod:`sif.index.duck`).
+out: see :mod:`sif.index.duck`; manifests: :mod:`sif.index.manifest`).
 
 Segment layout (``segments/seg-NNNNNN/``):
 
@@ -31,28 +31,37 @@ Segment layout (``segments/seg-NNNNNN/``):
 
 A lookup is a vectorised binary search per query value within its bucket:
 O(q log n) element reads on memory maps, a few milliseconds at 20 M rows.
+
+Integrity: every opening of a segment checks, cheaply, that each ``.npy``
+header is readable and has the dtype and shape the layout says, that each
+file is exactly as long as its header implies, and that the files agree
+with each other (rows, files, path offsets against ``paths.bin``). A
+manifest of format 2 also records each file's length and XXH3-128 checksum
+(:func:`sif.index.checks.checksum_files`): the lengths are compared at every
+opening, the checksums by :func:`sif.index.checks.verify_segment` (``sif
+index`` before it builds on the index, ``sif index --verify``). Any damage
+is :class:`sif.errors.IndexCorrupt` (:func:`sif.index.checks.corrupt`),
+never a default or a traceback. Segments of manifests of format 1 (no
+checks) are checked for consistency only.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from sif.errors import IndexCorrupt
-from sif.index.indexdir import temp_dir, temp_file
+from sif.index.checks import cause_of, check_size, corrupt, load_array
+from sif.index.indexdir import temp_dir
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
-#: Format of segments and manifests; bump on an incompatible change.
-SNAPSHOT_FORMAT = 1
 BUCKET_BITS = 16
 #: From this many rows a segment stores 16-bit remainders under 2^16 buckets.
 BUCKET_MIN_ROWS = 1 << 18
@@ -224,40 +233,63 @@ def make_files(rows: Sequence[tuple[Any, ...]], paths: Sequence[bytes]) -> Segme
 
 
 class Segment:
-    """A segment opened read-only on memory maps (cheap: nothing is read up front)."""
+    """A segment opened read-only on memory maps (cheap: nothing is read up front).
 
-    def __init__(self, directory: str) -> None:
+    ``check`` (from a manifest of format 2): each file must have the recorded
+    length. Every opening checks the headers and that the files agree (see
+    the module docstring); damage is :class:`IndexCorrupt`. The checksums are
+    compared by :func:`verify_segment`, not here.
+    """
+
+    def __init__(self, directory: str, check: Mapping[str, Sequence[Any]] | None = None) -> None:
         self.directory = directory
+        self._paths_fd = -1
+        if check is not None:
+            for name, (size, _) in check.items():
+                check_size(os.path.join(directory, name), int(size))
+        join = os.path.join
+        self.fp = load_array(join(directory, "fp.npy"), _FP_DTYPES)
+        self.offsets: U32 | None = (
+            load_array(join(directory, "offsets.npy"), _U32) if self.fp.dtype == np.uint16 else None
+        )
+        files = load_array(join(directory, "files.npy"), _FILE_DTYPES)
+        self.fid = load_array(join(directory, "fid.npy"), _U8)
+        self.path_offsets = load_array(join(directory, "paths_off.npy"), _OFF_DTYPES)
+        lcp = join(directory, "paths_lcp.npy")  # absent: whole paths (older)
+        whole = not os.path.exists(lcp) and (check is None or "paths_lcp.npy" not in check)
+        self.path_lcp: U8 | None = None if whole else load_array(lcp, _U8)
+        paths = join(directory, "paths.bin")
         try:
-            self.fp = np.load(os.path.join(directory, "fp.npy"), mmap_mode="r")
-            off = os.path.join(directory, "offsets.npy")
-            self.offsets: U32 | None = (
-                np.load(off, mmap_mode="r") if self.fp.dtype == np.uint16 else None
-            )
-            files = np.load(os.path.join(directory, "files.npy"), mmap_mode="r")
-            self.fid = np.load(os.path.join(directory, "fid.npy"), mmap_mode="r")
-            self.path_offsets = np.load(os.path.join(directory, "paths_off.npy"), mmap_mode="r")
-            lcp = os.path.join(directory, "paths_lcp.npy")  # absent: whole paths (older)
-            self.path_lcp: U8 | None = np.load(lcp, mmap_mode="r") if os.path.exists(lcp) else None
             # Held open: a writer may unlink a retired segment while we read it.
-            self._paths_fd = os.open(os.path.join(directory, "paths.bin"), os.O_RDONLY)
+            self._paths_fd = os.open(paths, os.O_RDONLY)
+            paths_size = os.fstat(self._paths_fd).st_size
         except FileNotFoundError:
             raise
-        except (OSError, ValueError) as exc:
-            raise IndexCorrupt(f"{directory}: unreadable index segment ({exc})") from exc
+        except OSError as exc:
+            raise corrupt(paths, exc.strerror or str(exc)) from exc
         if files.dtype == FILE_DTYPE_V1:  # before content views: raw, whole files
             files = _upgrade(np.asarray(files), np.asarray(self.path_offsets))
         self.files = files
         self.width = _width(len(self.files))
         rows = len(self.fp)
-        if (
-            self.files.dtype != FILE_DTYPE
-            or len(self.fid) != rows * self.width
-            or len(self.path_offsets) != len(self.files) + 1
-            or (self.path_lcp is not None and len(self.path_lcp) != len(self.files))
-            or (self.offsets is not None and int(self.offsets[-1]) != rows)
+        n = len(self.files)
+        if len(self.fid) != rows * self.width:
+            raise corrupt(join(directory, "fid.npy"), f"{len(self.fid)} bytes for {rows} rows")
+        if len(self.path_offsets) != n + 1:
+            raise corrupt(join(directory, "paths_off.npy"), f"{n + 1} offsets expected")
+        if self.path_lcp is not None and len(self.path_lcp) != n:
+            raise corrupt(lcp, f"{n} prefix lengths expected")
+        if self.offsets is not None and (
+            len(self.offsets) != (1 << BUCKET_BITS) + 1
+            or int(self.offsets[0]) != 0
+            or int(self.offsets[-1]) != rows
         ):
-            raise IndexCorrupt(f"{directory}: index segment is inconsistent (truncated?)")
+            raise corrupt(join(directory, "offsets.npy"), f"bucket offsets do not end at {rows}")
+        if int(self.path_offsets[0]) != 0 or int(self.path_offsets[-1]) != paths_size:
+            raise corrupt(
+                paths,
+                f"{paths_size:,} bytes where the path offsets say {int(self.path_offsets[-1]):,}",
+            )
 
     def close(self) -> None:
         if self._paths_fd >= 0:
@@ -298,8 +330,14 @@ class Segment:
         qpos = np.repeat(np.arange(len(q), dtype=np.int64), counts)
         starts = np.repeat(first - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
         rows = starts + np.arange(total, dtype=np.int64)
-        local = _unpack(np.asarray(self.fid), self.width, rows)
+        local = self._local(_unpack(np.asarray(self.fid), self.width, rows))
         return qpos, np.asarray(self.files["id"])[local]
+
+    def _local(self, local: U32) -> U32:
+        """``local`` after checking that each names a file of the segment."""
+        if len(local) and int(local.max()) >= len(self.files):
+            raise corrupt(os.path.join(self.directory, "fid.npy"), "a row names no file")
+        return local
 
     def all_rows(self) -> tuple[U32, U32]:
         """Every row as (32-bit value, file id), sorted by value. Cost: O(rows) memory."""
@@ -310,7 +348,7 @@ class Segment:
             values: U32 = (high << np.uint32(BUCKET_BITS)) | np.asarray(self.fp).astype(np.uint32)
         else:
             values = np.array(self.fp, dtype=np.uint32)
-        local = _unpack(np.asarray(self.fid), self.width)
+        local = self._local(_unpack(np.asarray(self.fid), self.width))
         return values, np.asarray(self.files["id"])[local]
 
     def position(self, ids: U32) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
@@ -325,6 +363,12 @@ class Segment:
 
         Cost: one ``pread`` (of at most :data:`PATH_BLOCK` suffixes when front-coded).
         """
+        try:
+            return self._path(pos)
+        except (ValueError, OverflowError, OSError) as exc:
+            raise corrupt(os.path.join(self.directory, "paths.bin"), cause_of(exc)) from exc
+
+    def _path(self, pos: int) -> bytes:
         if self.path_lcp is None:
             start, end = int(self.path_offsets[pos]), int(self.path_offsets[pos + 1])
             return os.pread(self._paths_fd, end - start, start)
@@ -336,6 +380,13 @@ class Segment:
         for j, k in enumerate(np.asarray(self.path_lcp[first : pos + 1]).tolist()):
             path = path[:k] + data[offs[j] : offs[j + 1]]
         return path
+
+
+_U8 = (np.dtype(np.uint8),)
+_U32 = (np.dtype(np.uint32),)
+_FP_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint16))
+_FILE_DTYPES = (FILE_DTYPE, FILE_DTYPE_V1)
+_OFF_DTYPES = (np.dtype(np.uint32), np.dtype(np.int64))
 
 
 def _upgrade(old: npt.NDArray[Any], path_offsets: I64) -> npt.NDArray[Any]:
@@ -368,81 +419,3 @@ def _bound(
         go_right = (probe <= target) if right else (probe < target)
         lo = np.where(active & go_right, mid + 1, lo)
         hi = np.where(active & ~go_right, mid, hi)
-
-
-# --- manifests --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One published state: parameter sets, segments per set, and dead file ids."""
-
-    generation: int
-    params: dict[int, dict[str, Any]]  # id -> {"key": ..., "anchors": file name or None}
-    segments: dict[int, list[str]]  # params id -> segment names
-    dead: str | None  # file name of the sorted dead ids, under manifests/
-    last_params: int | None
-
-
-def publish(root: str, manifest: Manifest, dead: U32) -> None:
-    """Make ``manifest`` the state readers see: write it, then swap ``CURRENT`` atomically."""
-    mdir = os.path.join(root, "manifests")
-    os.makedirs(mdir, exist_ok=True)
-    name = f"gen-{manifest.generation:08d}"
-    dead_name = None
-    if len(dead):
-        dead_name = name + ".dead.npy"
-        _save(os.path.join(mdir, dead_name), np.sort(dead).astype(np.uint32))
-    doc = {
-        "format": SNAPSHOT_FORMAT,
-        "generation": manifest.generation,
-        "params": {str(k): v for k, v in manifest.params.items()},
-        "segments": {str(k): v for k, v in manifest.segments.items()},
-        "dead": dead_name,
-        "last_params": manifest.last_params,
-    }
-    with open(os.path.join(mdir, name + ".json"), "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_dir(mdir)
-    fd, tmp = temp_file(root, "CURRENT.tmp")
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(root, "CURRENT"))
-    _fsync_dir(root)
-
-
-def read_manifest(root: str) -> Manifest | None:
-    """The manifest in force, or ``None`` for an index never published.
-
-    Raises ``FileNotFoundError`` if the manifest vanished after ``CURRENT``
-    was read (a writer moved on: read again) and :class:`IndexCorrupt` if it
-    is unreadable.
-    """
-    try:
-        with open(os.path.join(root, "CURRENT"), encoding="ascii") as f:
-            name = f.read().strip()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IndexCorrupt(f"{root}/CURRENT: unreadable ({exc})") from exc
-    path = os.path.join(root, "manifests", name + ".json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        if doc.get("format") != SNAPSHOT_FORMAT:
-            raise IndexCorrupt(f"{path}: snapshot format {doc.get('format')} is not supported")
-        return Manifest(
-            generation=int(doc["generation"]),
-            params={int(k): v for k, v in doc["params"].items()},
-            segments={int(k): list(v) for k, v in doc["segments"].items()},
-            dead=doc["dead"],
-            last_params=doc["last_params"],
-        )
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise IndexCorrupt(f"{path}: unreadable index manifest ({exc})") from exc

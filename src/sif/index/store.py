@@ -68,7 +68,35 @@ class ParamSet:
             raise ConfigError(f"unknown normalisation {self.normalize!r}")
 
     def __str__(self) -> str:
-        return f"{self.params.key()} --normalize {self.normalize}"
+        return f"{describe_params(self.params)} normalize={self.normalize}"
+
+
+def describe_params(p: FingerprintParams) -> str:
+    """Fingerprint parameters in the words of the options that make them.
+
+    ``winnow w=50 k=8 min-fingerprints=20``; ``sif94 w=50 k=8``; ``anchors
+    w=50 set=1a2b3c4d5e6f``; values that no option sets (``modulus_bits``,
+    ``max_period``) only when they differ from the defaults.
+    """
+    from sif.fingerprint import FingerprintParams as _FP
+
+    default = _FP(scheme=p.scheme, anchors_digest=p.anchors_digest)
+    words = [p.scheme, f"w={p.window}"]
+    if p.scheme == "winnow":
+        ww = int(p.winnow_window or 0)
+        k = (ww + 1).bit_length() - 2
+        words.append(f"k={k}" if ww > 0 and (ww + 1) == 1 << (k + 1) else f"W={ww}")
+    elif p.scheme == "sif94":
+        words.append(f"k={p.k}")
+        if p.modulus_bits != default.modulus_bits:
+            words.append(f"M=2^{p.modulus_bits}")
+    else:
+        words.append(f"set={(p.anchors_digest or '')[:12]}")
+    if p.scheme != "anchors":
+        words.append(f"min-fingerprints={p.min_fingerprints}")
+    if p.max_period != default.max_period:
+        words.append(f"max-period={p.max_period}")
+    return " ".join(words)
 
 
 def param_set(p: FingerprintParams | ParamSet) -> ParamSet:
@@ -96,9 +124,12 @@ class KnownColumns:
     """Every live entry of a parameter set, one row per entry, as columns, in no order.
 
     ``origins[i]`` is the path on disk of the file that holds entry ``ids[i]``;
-    ``dev``, ``ino``, ``size`` (the file's size on disk) and ``mtime_ns`` are
-    that file's, so all rows of one origin agree on them. What ``sif index``
-    compares a walk with, without a Python object per file.
+    ``dev``, ``ino``, ``size`` (the file's size on disk), ``mtime_ns`` and
+    ``ctime_ns`` are that file's, so all rows of one origin agree on them. What
+    ``sif index`` compares a walk with, without a Python object per file.
+    ``ctime_ns``: ``None`` when the store keeps none (then it is not
+    compared); a row whose ctime is unknown (indexed before it was kept)
+    holds a value no file has, so the file is read again once.
     """
 
     origins: list[str]
@@ -107,6 +138,7 @@ class KnownColumns:
     ino: U64
     size: I64
     mtime_ns: I64
+    ctime_ns: I64 | None = None
 
     @classmethod
     def empty(cls) -> KnownColumns:
@@ -148,6 +180,8 @@ class NewFile:
     scan: ScannedFile
     origin: str | None = None
     file_size: int | None = None
+    ctime_ns: int | None = None
+    """The file's ``st_ctime_ns`` when the walk saw it (``None``: unknown, read again)."""
 
     @property
     def disk_path(self) -> str:
@@ -257,11 +291,21 @@ class IndexStore(Protocol):
         """
         ...
 
-    def finish(self, params: FingerprintParams | ParamSet) -> None:
+    def finish(
+        self, params: FingerprintParams | ParamSet, roots: Sequence[str] | None = None
+    ) -> None:
         """End of a run: tidy storage (compaction) without changing the content.
 
         A store opened with ``rebuild`` makes its new content the index here
         (until then readers see the old one); closed before, it is discarded.
+        ``roots``: the run's roots, recorded as the set's last run (``sif index --info``).
+        """
+        ...
+
+    def verify(self) -> int:
+        """Compare the stored fingerprints with their checksums; returns the parts checked.
+
+        Raises :class:`sif.errors.IndexCorrupt` naming the first damaged file.
         """
         ...
 
