@@ -207,3 +207,17 @@ def test_library_readers_refuse_a_fifo_at_once(tmp_path: Path) -> None:
         paths = [fifo, *sorted((tmp_path / "data").iterdir())]
         learn_anchors_from_files(paths, on_warning=warnings.append)
         assert warnings == [ScanWarning(str(fifo), "not a regular file (FIFO)")]
+
+
+def test_index_with_nested_roots_under_two_jobs_stores_each_file_once(tmp_path: Path) -> None:
+    from sif.index.build import build_index
+
+    rng = np.random.default_rng(7)
+    for i in range(30):
+        write(tmp_path / f"t/a/b/c{i}/f.txt", rng.integers(97, 123, 3000, np.uint8).tobytes())
+    roots = [tmp_path / "t", tmp_path / "t/a/b"]
+    stats = build_index(roots, tmp_path / "idx", jobs=2)
+    assert (stats.new, stats.files_read) == (30, 30)
+    assert sorted(stats.read_paths) == sorted(
+        str(tmp_path / f"t/a/b/c{i}/f.txt") for i in range(30)
+    )
