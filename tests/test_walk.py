@@ -357,6 +357,7 @@ def test_skip_dirs_are_never_entered(tmp_path: Path, pool: object) -> None:
         assert (paths, warnings) == (expected, [])
         serial, _, shared, _ = serial_and_parallel([str(r) for r in roots], pool, skip_dirs=skip)
         assert sorted(shared) == sorted(serial)
+    assert WalkOptions(skip_dirs=[[st_.st_dev, st_.st_ino]]).skip_dirs == skip  # type: ignore[arg-type]
     assert scan(tmp_path / "t")[0] == sorted(
         str(tmp_path / p) for p in ("t/keep/f", "t/idx/segments/x", "t/idx/y")
     )

@@ -66,6 +66,8 @@ class WalkOptions:
     a root that is one of them, or lies under one, is skipped too."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.skip_dirs, frozenset):  # a set, a list of pairs: frozen
+            object.__setattr__(self, "skip_dirs", frozenset(map(tuple, self.skip_dirs)))
         if self.min_size < 0:
             raise ConfigError(f"--min-size must be >= 0, got {self.min_size}")
         if self.max_size is not None and self.max_size < self.min_size:
