@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
+import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sif.errors import ConfigError
 from sif.events import ScanWarning
-from sif.walk import Walker, WalkOptions, parse_size, read_path_list
+from sif.walk import FileRecord, Walker, WalkOptions, parse_size, read_path_list
 from treeutil import write
 
 
@@ -187,3 +192,188 @@ def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.Mo
     assert sorted(shared.paths) == sorted(serial.paths)
     assert pstats.files == stats.files
     assert pstats.directories == stats.directories
+
+
+# --- the parallel walk gives exactly the serial walk's records --------------------------
+
+NAMES = ("a", "b", "c")
+
+
+@st.composite
+def trees_and_roots(draw: st.DrawFn) -> tuple[list[str], list[str], list[str]]:
+    """Directories (paths like ``a/b/c``), files in them, and a list of roots among both.
+
+    Roots may nest, repeat, be spelled ``x/./y`` or ``x/../x/y``, or be symlinks
+    to a directory of the tree (another name for a directory walked anyway).
+    """
+    paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=6).map("/".join)
+    dirs = sorted(set(draw(st.lists(paths, min_size=1, max_size=12))))
+    every = sorted({"/".join(d.split("/")[:i]) for d in dirs for i in range(1, d.count("/") + 2)})
+    files = sorted(
+        {f"{d}/f{i}" for d in draw(st.lists(st.sampled_from(every), max_size=15)) for i in (1, 2)}
+    )
+    spelled = st.sampled_from(every + files).flatmap(
+        lambda p: st.sampled_from([p, p.replace("/", "/./", 1), p + "/", "link:" + p])
+    )
+    roots = draw(st.lists(spelled, min_size=1, max_size=5))
+    return every, files, roots
+
+
+def make_tree(top: Path, dirs: list[str], files: list[str], roots: list[str]) -> list[str]:
+    for d in dirs:
+        (top / d).mkdir(parents=True, exist_ok=True)
+    for i, f in enumerate(files):
+        write(top / f, f"{i}".encode() * (i + 1))
+    out = []
+    for i, r in enumerate(roots):
+        if r.startswith("link:"):
+            link = top / f"root-link{i}"
+            os.symlink(top / r[5:], link)
+            out.append(str(link))
+        else:
+            out.append(f"{top}/{r}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[object]:
+    from sif.executors import fork_pool
+
+    p = fork_pool(2)
+    try:
+        yield p
+    finally:
+        p.terminate()
+
+
+def serial_and_parallel(
+    roots: list[str], pool: object, batch: int = 2, levels: int = 0, **opts: object
+) -> tuple[list[FileRecord], list[ScanWarning], list[FileRecord], list[ScanWarning]]:
+    """The serial walk's records and warnings, then the parallel walk's (two processes).
+
+    Batches of ``batch`` directories after ``levels`` read here: small, so that
+    the worker gets much of the work even in a small tree.
+    """
+    import sif.walk
+    from sif.walk import parallel_walk
+
+    options = WalkOptions(**opts)  # type: ignore[arg-type]
+    serial_warnings: list[ScanWarning] = []
+    serial = list(Walker(options, serial_warnings.append).walk(roots))
+    shared_warnings: list[ScanWarning] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sif.walk, "BATCH_DIRS", batch)
+        mp.setattr(sif.walk, "SPLIT_LEVELS", levels, raising=False)
+        cols, _ = parallel_walk(roots, options, shared_warnings.append, pool=pool, jobs=2)
+    alone, _ = parallel_walk(roots, options)
+    assert cols.digest() == alone.digest()
+    return serial, serial_warnings, list(cols), shared_warnings
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(trees_and_roots(), st.sampled_from([1, 2, 3, 256]), st.sampled_from([0, 1, 4]))
+def test_parallel_walk_gives_the_serial_records(
+    pool: object, tree: tuple[list[str], list[str], list[str]], batch: int, levels: int
+) -> None:
+    dirs, files, roots = tree
+    with tempfile.TemporaryDirectory() as top:
+        root_paths = make_tree(Path(top), dirs, files, roots)
+        serial, sw, shared, pw = serial_and_parallel(root_paths, pool, batch, levels)
+        assert len(set(serial)) == len(serial)  # no file twice
+        assert len(set(shared)) == len(shared)
+        assert set(shared) == set(serial)
+        assert sorted(pw, key=str) == sorted(sw, key=str)
+        names = [(r.dev, r.ino) for r in serial if not r.symlink]  # a linked root is a name
+        assert len(set(names)) == len(names)  # no file of the tree under two names
+
+
+def test_nested_roots_under_two_jobs_list_a_file_once(tmp_path: Path, pool: object) -> None:
+    for i in range(20):
+        write(tmp_path / f"t/a/b/c{i}/f", b"x")
+    write(tmp_path / "t/g", b"y")
+    for roots in (["t", "t/a/b"], ["t/a/b", "t"], ["t", "t/a/b/c3", "t/a/b/c3/f"]):
+        paths = [str(tmp_path / r) for r in roots]
+        serial, _, shared, _ = serial_and_parallel(paths, pool, batch=256, levels=4)
+        assert len(serial) == 21
+        assert sorted(shared) == sorted(serial)
+
+
+def mounted(source: Path, target: Path) -> contextlib.AbstractContextManager[None]:
+    """``mount --bind source target`` for the block; we run as root (CI too)."""
+
+    @contextlib.contextmanager
+    def bound() -> Iterator[None]:
+        subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["umount", str(target)], check=True)
+
+    return bound()
+
+
+def test_bind_mount_loop_walked_once_in_parallel(tmp_path: Path, pool: object) -> None:
+    for i in range(10):
+        write(tmp_path / f"t/d{i}/e/f", b"x" * (i + 1))
+    (tmp_path / "t/d3/e/loop").mkdir()
+    with mounted(tmp_path / "t", tmp_path / "t/d3/e/loop"):  # t inside itself
+        serial, sw, shared, pw = serial_and_parallel([str(tmp_path / "t")], pool)
+    assert len(serial) == 10
+    assert sorted(shared) == sorted(serial)
+    assert [w.path for w in sw] == [w.path for w in pw] == [str(tmp_path / "t/d3/e/loop")]
+    assert "loop" in sw[0].cause
+
+
+def test_bind_mounted_sibling_walked_once_in_parallel(tmp_path: Path, pool: object) -> None:
+    for i in range(10):
+        write(tmp_path / f"t/x/d{i}/f", b"x" * (i + 1))
+        write(tmp_path / f"t/y/d{i}/g", b"y" * (i + 1))
+    (tmp_path / "t/y/d5/m").mkdir()
+    with mounted(tmp_path / "t/x", tmp_path / "t/y/d5/m"):  # one directory, two names
+        serial, _, shared, _ = serial_and_parallel([str(tmp_path / "t")], pool)
+        nested, _, nested_shared, _ = serial_and_parallel(
+            [str(tmp_path / "t/y"), str(tmp_path / "t")], pool
+        )
+    assert len(serial) == len(nested) == 20
+    assert sorted(shared) == sorted(serial)
+    assert sorted(nested_shared) == sorted(nested)
+    # The walk takes a directory under the first name it meets: here t/y/d5/m.
+    assert any("/t/y/d5/m/" in r.path for r in nested)
+
+
+def test_skip_dirs_are_never_entered(tmp_path: Path, pool: object) -> None:
+    write(tmp_path / "t/keep/f", b"1")
+    write(tmp_path / "t/idx/segments/x", b"2")
+    write(tmp_path / "t/idx/y", b"3")
+    st_ = os.stat(tmp_path / "t/idx")
+    skip = frozenset({(st_.st_dev, st_.st_ino)})
+    kept = [str(tmp_path / "t/keep/f")]
+    for roots, expected in (
+        ([tmp_path / "t"], kept),
+        ([tmp_path / "t/idx", tmp_path / "t"], kept),  # a root that is the skipped directory
+        ([tmp_path / "t/idx/segments", tmp_path / "t/idx/y"], []),  # roots under it
+    ):
+        paths, warnings, _ = scan(*roots, skip_dirs=skip)
+        assert (paths, warnings) == (expected, [])
+        serial, _, shared, _ = serial_and_parallel([str(r) for r in roots], pool, skip_dirs=skip)
+        assert sorted(shared) == sorted(serial)
+    assert WalkOptions(skip_dirs=[[st_.st_dev, st_.st_ino]]).skip_dirs == skip  # type: ignore[arg-type]
+    assert scan(tmp_path / "t")[0] == sorted(
+        str(tmp_path / p) for p in ("t/keep/f", "t/idx/segments/x", "t/idx/y")
+    )
+
+
+def test_records_say_which_names_are_symlinks(tmp_path: Path) -> None:
+    write(tmp_path / "d/f", b"1")
+    os.symlink(tmp_path / "d/f", tmp_path / "d/link")
+    os.symlink(tmp_path / "d/f", tmp_path / "rootlink")
+    records = Walker(WalkOptions(follow_symlinks=True)).walk(
+        [tmp_path / "d", tmp_path / "rootlink"]
+    )
+    assert sorted((Path(r.path).name, r.symlink) for r in records) == [
+        ("f", False),
+        ("link", True),
+        ("rootlink", True),
+    ]
+    [plain] = Walker().walk([tmp_path / "d"])
+    assert not plain.symlink

@@ -170,13 +170,15 @@ class Entry:
     def open(self) -> IO[bytes]:
         """A readable binary stream of the content; the caller closes it.
 
-        Raises ``OSError`` if ``file`` cannot be opened. A stream entry can
-        be opened once.
+        Raises ``OSError`` if ``file`` cannot be opened (or is no regular file
+        now: :func:`sif.fileio.open_regular`). A stream entry can be opened once.
         """
         if self.data is not None:
             return io.BytesIO(self.data)
         if self.file is not None:
-            return open(self.file, "rb")
+            from sif.fileio import open_regular_file
+
+            return open_regular_file(self.file)[0]
         assert self.stream is not None
         return self.stream
 
@@ -892,7 +894,10 @@ def entries(
     and the scan goes on. A file whose compressed or archive layer fails
     before it gave any entry gives its raw entry instead.
 
-    ``record`` (from :func:`sif.walk.walk`) saves a ``stat``. Entries are
+    ``record`` (from :func:`sif.walk.walk`) saves a ``stat``, and the file is
+    opened only if it is still that file (device and inode; not through a
+    symlink unless ``record.symlink``); without one, any regular file. A FIFO
+    or a device is never read (a warning). Entries are
     produced lazily; a streamed entry must be read before the next is drawn.
     Cost: a plain raw file reads :data:`SAMPLE_SIZE` bytes; a normalised one
     reads the file (at most ``max_entry_bytes``) and runs its normaliser;
@@ -902,15 +907,22 @@ def entries(
     options = options or ContentOptions()
     origin = os.fspath(path)
     scan = _Scan(origin, options, on_warning, _Budget(options))
+    from sif.fileio import open_regular_file
+
     try:
-        f = open(origin, "rb")  # noqa: SIM115 (closed below; an open error is told apart)
+        handle, st = open_regular_file(
+            origin,
+            expect=None if record is None else (record.dev, record.ino),
+            follow_symlinks=record is None or record.symlink,
+        )
+        f = cast(io.BufferedReader, handle)
     except OSError as exc:
         scan.warn(origin, exc.strerror or str(exc))
         return
     with f:
         try:
             head = f.read(SAMPLE_SIZE)
-            size = record.size if record is not None else os.fstat(f.fileno()).st_size
+            size = record.size if record is not None else st.st_size
         except OSError as exc:
             scan.warn(origin, exc.strerror or str(exc))
             return

@@ -29,6 +29,9 @@ _KIND = {
 }
 
 
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
 class NotRegularFile(OSError):
     """The name is not (or is no longer) the regular file it should be."""
 
@@ -43,21 +46,29 @@ def open_regular(
     *,
     expect: tuple[int, int] | None = None,
     follow_symlinks: bool = True,
+    noatime: bool = False,
 ) -> tuple[int, os.stat_result]:
     """Open ``path`` read-only; return the descriptor and its ``fstat``.
 
     Refuses (with :class:`NotRegularFile`) anything but a regular file, and,
     with ``expect = (dev, ino)``, a file other than that one. With
     ``follow_symlinks`` false, a name that is a symbolic link is refused
-    (``O_NOFOLLOW``). The descriptor is left blocking, so reads behave as
-    usual. Cost: one ``open`` and one ``fstat``; the caller closes the
-    descriptor.
+    (``O_NOFOLLOW``). With ``noatime``, ``O_NOATIME`` where the kernel allows
+    it (the file's owner, or root): reading leaves the access time alone.
+    The descriptor is left blocking, so reads behave as usual. Cost: one
+    ``open`` and one ``fstat``; the caller closes the descriptor.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags)
+        if noatime and _NOATIME:
+            try:
+                fd = os.open(path, flags | _NOATIME)
+            except PermissionError:
+                fd = os.open(path, flags)  # O_NOATIME needs ownership
+        else:
+            fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks:
             raise NotRegularFile(errno.ELOOP, "is a symbolic link now", path) from None

@@ -56,6 +56,7 @@ from sif.core.sampling import (
 )
 from sif.errors import ConfigError, InputError
 from sif.events import ScanWarning, WarningSink, ignore_warning
+from sif.fileio import open_regular_file
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -461,10 +462,11 @@ def fingerprint_file_detail(
         raise ConfigError("block_size must be positive")
     # From the threshold on, effective parameters no longer depend on the size.
     block = max(block_size, _threshold(p))
-    with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
+    f, st = open_regular_file(path, buffering=0)  # a FIFO or a device is refused, not read
+    with f:
+        size = st.st_size
         if size < block:  # small: read it whole, its actual length decides
-            arr = np.frombuffer(f.readall(), dtype=np.uint8)
+            arr = np.frombuffer(f.read(), dtype=np.uint8)
             values, offsets = _run(p, anchors, _array_filler(arr), block, len(arr), len(arr))
         else:
             values, offsets = _run(p, anchors, _file_filler(f), block, block, size)
@@ -485,8 +487,9 @@ def fingerprint_file(
     small-file threshold when ``min_fingerprints`` needs it); windows that
     cross a block boundary are carried over, so the result is exactly that
     of the whole file read at once. Memory: O(block_size), whatever the file
-    size. Raises ``OSError`` when the file cannot be read and
-    :class:`ConfigError` for bad parameters.
+    size. Raises ``OSError`` when the file cannot be read or is not a regular
+    file (:class:`sif.fileio.NotRegularFile`) and :class:`ConfigError` for
+    bad parameters.
     """
     return fingerprint_file_detail(
         path, scheme, anchors=anchors, block_size=block_size, **params
@@ -620,7 +623,8 @@ def learn_anchors_from_files(
         if total >= sample_bytes:
             break
         try:
-            with open(path, "rb") as f:
+            f, _ = open_regular_file(path)  # a FIFO or a device: a warning, not a hang
+            with f:
                 chunk = f.read(min(per_file, sample_bytes - total))
         except OSError as exc:
             on_warning(ScanWarning(os.fspath(path), exc.strerror or str(exc)))

@@ -37,6 +37,7 @@ rows / 2^32, which adds ``lookups / 2^32`` (at most 0.002% with
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -304,6 +305,9 @@ def query_files(
     file, or a problem inside one, is a warning. Cost per file: one read of
     it (plus decompression), then :func:`match_scan` per entry.
     """
+    from sif.fileio import kind_name
+    from sif.records import FileRecord
+
     check_threshold(threshold)
     ps, anchors = resolve_params(reader, params, normalize=normalize)
     content = ContentOptions(normalize=ps.normalize)
@@ -311,8 +315,20 @@ def query_files(
         name = os.fspath(path)
         try:
             st = os.stat(name)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO would block, a device never end
+                raise OSError(f"not a regular file ({kind_name(st.st_mode)})")
+            # Read only the file stat'ed here (a FIFO swapped in meanwhile is refused).
+            record = FileRecord(
+                name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, symlink=True
+            )
             scanned = scan_entries(
-                name, ps.params, anchors, content, windows=True, on_warning=on_warning
+                name,
+                ps.params,
+                anchors,
+                content,
+                record=record,
+                windows=True,
+                on_warning=on_warning,
             )
         except OSError as exc:
             on_warning(ScanWarning(name, exc.strerror or str(exc)))

@@ -75,6 +75,7 @@ def write_dupes(groups: Iterable[Group], out: BinaryIO, fmt: str, nul: bool = Fa
                         "digest": g.digest,
                         "paths": list(g.paths),
                         "hardlinks": [list(r.hardlinks) for r in g.replicas],
+                        "symlinks": [list(r.symlinks) for r in g.replicas],
                     }
                 )
             )
@@ -94,20 +95,27 @@ def _dupes_text(groups: Iterable[Group], out: BinaryIO) -> None:
         head = f"{n} files of {g.size:,} bytes ({human_size(g.size)}) each, {g.digest}\n"
         out.write(head.encode())
         for r in g.replicas:
-            out.write(display_path(r.path).encode("utf-8") + b"\n")
+            own = r.path not in r.symlinks  # with -L, a file may be met only through links
+            out.write(display_path(r.path).encode("utf-8") + (b"\n" if own else b"  (symlink)\n"))
             for link in r.hardlinks:
                 out.write(b"  = " + display_path(link).encode("utf-8") + b"  (hardlink)\n")
+            for link in r.symlinks:  # a name of the file, but no copy and no hardlink
+                if link != r.path:
+                    out.write(b"  = " + display_path(link).encode("utf-8") + b"  (symlink)\n")
 
 
 def _dupes_csv(groups: Iterable[Group], out: BinaryIO) -> None:
     text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
     w = csv.writer(text)
-    w.writerow(["group", "size", "digest", "path", "hardlink_of"])
+    w.writerow(["group", "size", "digest", "path", "hardlink_of", "symlink_to"])
     for i, g in enumerate(groups, 1):
         for r in g.replicas:
-            w.writerow([i, g.size, g.digest, r.path, ""])
+            w.writerow([i, g.size, g.digest, r.path, "", ""])
             for link in r.hardlinks:
-                w.writerow([i, g.size, g.digest, link, r.path])
+                w.writerow([i, g.size, g.digest, link, r.path, ""])
+            for link in r.symlinks:
+                if link != r.path:
+                    w.writerow([i, g.size, g.digest, link, "", r.path])
     text.flush()
     text.detach()
 

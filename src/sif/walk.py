@@ -9,6 +9,10 @@ Defaults (the same in every command):
   that is a link (``find -H``); ``follow_symlinks=True`` follows them all,
   and a directory reached twice (a loop, or two links to one place) is
   walked once;
+- a directory reached under two names (nested roots, a bind mount, links) is
+  walked once, under the first name the walk meets; the parallel walk gives
+  exactly the serial walk's records;
+- ``skip_dirs`` (by device and inode) are never entered;
 - FIFOs, sockets and devices are never opened, only counted;
 - empty files are left out unless ``empty=True``;
 - every problem (permission denied, a file that vanished, a symlink loop, a
@@ -29,29 +33,15 @@ import re
 import stat
 from array import array
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from stat import S_ISDIR, S_ISREG
 from typing import Any, BinaryIO, NamedTuple
 
 from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
-
-
-class FileRecord(NamedTuple):
-    """A regular file met by the walker, with what ``lstat`` (or ``stat``) said of it.
-
-    A named tuple: immutable, and cheap to make and to pickle for 10^5 files.
-    """
-
-    path: str
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    nlink: int = 1
-    ctime_ns: int = 0
-    """The inode's change time, which ``utime`` cannot set: part of a file's identity."""
+from sif.records import FileRecord, RecordColumns
 
 
 @dataclass(frozen=True)
@@ -72,8 +62,12 @@ class WalkOptions:
     one_file_system: bool = False
     empty: bool = False
     skip_dirs: frozenset[tuple[int, int]] = frozenset()
+    """Directories, by ``(st_dev, st_ino)``, never entered (the index's own, say);
+    a root that is one of them, or lies under one, is skipped too."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.skip_dirs, frozenset):  # a set, a list of pairs: frozen
+            object.__setattr__(self, "skip_dirs", frozenset(map(tuple, self.skip_dirs)))
         if self.min_size < 0:
             raise ConfigError(f"--min-size must be >= 0, got {self.min_size}")
         if self.max_size is not None and self.max_size < self.min_size:
@@ -158,6 +152,41 @@ def _valid_utf8(name: str) -> bool:
     return True
 
 
+_Unit = tuple[str, tuple[int, int], int, frozenset[tuple[int, int]]]
+"""A directory to walk: its path, its (device, inode), the device of its root,
+and the (device, inode) of itself and its ancestors (to tell a loop)."""
+
+_Root = tuple[str, os.stat_result | None, list[ScanWarning], bool]
+"""A root as stat'ed: its normalised path, its ``stat`` (``None`` if that failed),
+the warnings it gave, and whether the name is a symbolic link."""
+
+_Counts = tuple[int, int, int, int]
+"""Of one directory: bytes of its files kept, files filtered out, symlinks skipped,
+special files."""
+
+
+class _Dir(NamedTuple):
+    """One directory as read, whatever path led to it and whichever process read it.
+
+    A function of its path and the options only (neither the visited set nor
+    the ancestors decide anything here), so that reads made by any process,
+    in any order, are taken or left by the one pass that decides the walk
+    (:meth:`Walker._resolve`), as the serial walk would.
+    """
+
+    path: str
+    key: tuple[int, int]
+    start: int
+    """Its files are rows ``start:stop`` of the columns it was read into."""
+    stop: int
+    subdirs: list[str]
+    """The names of its subdirectories (skipped ones left out), in readdir order."""
+    keys: array[int]
+    """Their device and inode, two numbers each."""
+    warnings: list[ScanWarning]
+    counts: _Counts
+
+
 @dataclass
 class Walker:
     """Walks roots and yields :class:`FileRecord` values; counts into :attr:`stats`.
@@ -166,6 +195,11 @@ class Walker:
     caches the type, so directories are told apart without a ``stat``) and one
     per directory (to detect loops and mount points). Memory: the stack of
     pending directories and the set of visited directory inodes.
+
+    Which name of a directory reached twice is walked (nested roots, bind
+    mounts, links with ``follow_symlinks``) is decided in one place,
+    :meth:`_resolve`, in the serial walk's order; the parallel walk only
+    reads directories ahead for it, so both give the same records.
     """
 
     options: WalkOptions = field(default_factory=WalkOptions)
@@ -196,11 +230,18 @@ class Walker:
             return False
         return True
 
-    def _record(self, path: str, st: os.stat_result) -> FileRecord:
+    def _record(self, path: str, st: os.stat_result, link: bool) -> FileRecord:
         self.stats.files += 1
         self.stats.bytes += st.st_size
         return FileRecord(
-            path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink, st.st_ctime_ns
+            path,
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_nlink,
+            st.st_ctime_ns,
+            link,
         )
 
     def walk(self, roots: Iterable[str | os.PathLike[str]]) -> Iterator[FileRecord]:
@@ -209,84 +250,142 @@ class Walker:
         Directory roots are walked first, in the order given; then file roots,
         each skipped if a directory already walked holds it.
         """
-        seen_roots: set[str] = set()
-        files: list[tuple[str, os.stat_result]] = []
+        cols = RecordColumns()
+
+        def read(unit: _Unit) -> _Dir:
+            nonlocal cols
+            cols = RecordColumns()
+            return self._read_dir(unit[0], unit[1], cols)
+
+        for item in self._resolve(self._stat_roots(roots), read):
+            if isinstance(item, FileRecord):
+                yield item
+            else:
+                yield from cols
+
+    def _stat_roots(self, roots: Iterable[str | os.PathLike[str]]) -> list[_Root]:
+        """Each distinct root (by normalised path) with its ``stat``; warnings held."""
+        out: list[_Root] = []
+        seen: set[str] = set()
         for root in roots:
             path = os.path.normpath(os.fspath(root))
-            if path in seen_roots:
+            if path in seen:
                 continue
-            seen_roots.add(path)
-            st = self._stat_root(path)
-            if st is None:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                yield from self._walk_dir(path, st.st_dev, st)
-            elif stat.S_ISREG(st.st_mode):
-                files.append((path, st))
-            else:
-                self.stats.special += 1
-        for path, st in files:
-            if not self._under_visited(path) and self._keep(os.path.basename(path), path, st):
-                yield self._record(path, st)
+            seen.add(path)
+            warnings: list[ScanWarning] = []
+            if not _valid_utf8(path):
+                warnings.append(ScanWarning(path, "name is not valid UTF-8 (shown escaped)"))
+            st: os.stat_result | None = None
+            link = False
+            try:
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    link = True
+                    st = os.stat(path)  # a root that is a symlink is followed (find -H)
+            except OSError as exc:
+                st = None
+                if exc.errno == errno.ENOENT and link:
+                    warnings.append(ScanWarning(path, "broken symlink"))
+                else:
+                    warnings.append(ScanWarning(path, _cause(exc)))
+            out.append((path, st, warnings, link))
+        return out
 
-    def _stat_root(self, root: str) -> os.stat_result | None:
-        if not _valid_utf8(root):
-            self._warn(root, "name is not valid UTF-8 (shown escaped)")
-        try:
-            return os.stat(root)  # a root that is a symlink is followed (find -H)
-        except OSError as exc:
-            if exc.errno == errno.ENOENT and os.path.islink(root):
-                self._warn(root, "broken symlink")
-            else:
-                self._warn(root, _cause(exc))
-            return None
-
-    def _under_visited(self, path: str) -> bool:
-        """Whether a directory above ``path`` was walked already (compared by inode)."""
-        if not self._visited:
-            return False  # only file roots: nothing to check (a --from-file list, say)
+    def _under(self, path: str, keys: AbstractSet[tuple[int, int]]) -> bool:
+        """Whether a directory above ``path`` is one of ``keys`` (compared by inode)."""
+        if not keys:
+            return False  # nothing to check (a --from-file list of files, say)
         parent = os.path.dirname(os.path.abspath(path))
         while True:
             try:
                 st = os.stat(parent)
             except OSError:
                 return False
-            if (st.st_dev, st.st_ino) in self._visited:
+            if (st.st_dev, st.st_ino) in keys:
                 return True
             up = os.path.dirname(parent)
             if up == parent:
                 return False
             parent = up
 
-    def _walk_dir(self, top: str, top_dev: int, top_st: os.stat_result) -> Iterator[FileRecord]:
-        key = (top_st.st_dev, top_st.st_ino)
-        if key in self._visited or key in self.options.skip_dirs:
-            return
-        self._visited.add(key)
-        yield from self._walk_units([(top, top_dev, frozenset({key}))])
+    def _resolve(
+        self, roots: list[_Root], read: Callable[[_Unit], _Dir]
+    ) -> Iterator[_Dir | FileRecord]:
+        """The walk itself: which directories, under which names, in which order.
 
-    def _walk_units(self, units: list[_Unit]) -> Iterator[FileRecord]:
-        """Depth-first walk below each unit (a directory already marked visited)."""
-        stack = list(reversed(units))
-        while stack:
-            subdirs: list[_Unit] = []
-            files = RecordColumns()
-            self._scan(stack.pop(), files, subdirs)
-            yield from files
-            # Reversed so that the walk visits subdirectories in readdir order.
-            stack.extend(reversed(subdirs))
+        Depth first from each directory root in turn; a directory is taken by
+        the first directory read that lists it (or as a root, if not taken
+        before), and left wherever else it is met; then the file roots not
+        under a directory walked. ``read`` gives a directory's :class:`_Dir`
+        (read now, or earlier by any process). Counts into :attr:`stats`,
+        emits the warnings of what it takes, and yields each directory taken
+        (its ``_Dir``, right after ``read`` gave it) and each file root kept.
+        """
+        visited = self._visited
+        skip = self.options.skip_dirs
+        one_fs = self.options.one_file_system
+        stats = self.stats
+        file_roots: list[tuple[str, os.stat_result, bool]] = []
+        for path, st, warnings, link in roots:
+            for w in warnings:
+                self._warn(w.path, w.cause)
+            if st is None:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                file_roots.append((path, st, link))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                stats.special += 1
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in visited or key in skip or self._under(path, skip):
+                continue
+            visited.add(key)
+            stack: list[_Unit] = [(path, key, st.st_dev, frozenset((key,)))]
+            while stack:
+                dirpath, _, top_dev, ancestors = stack.pop()
+                d = read((dirpath, _, top_dev, ancestors))
+                stats.directories += 1
+                stats.files += d.stop - d.start
+                n_bytes, n_filtered, n_links, n_special = d.counts
+                stats.bytes += n_bytes
+                stats.filtered += n_filtered
+                stats.symlinks_skipped += n_links
+                stats.special += n_special
+                for w in d.warnings:
+                    self._warn(w.path, w.cause)
+                yield d
+                keys = d.keys
+                prefix = dirpath if dirpath.endswith("/") else dirpath + "/"  # as os.path.join
+                subdirs: list[_Unit] = []
+                for j, name in enumerate(d.subdirs):
+                    k = (keys[2 * j], keys[2 * j + 1])
+                    if k in ancestors:
+                        self._warn(prefix + name, "loop (leads back to a parent directory)")
+                    elif k in visited:
+                        pass  # reached before through another name
+                    elif one_fs and k[0] != top_dev:
+                        pass
+                    else:
+                        visited.add(k)
+                        subdirs.append((prefix + name, k, top_dev, ancestors | {k}))
+                # Reversed so that the walk visits subdirectories in readdir order.
+                stack.extend(reversed(subdirs))
+        held = visited | skip if skip else visited
+        for path, st, link in file_roots:
+            if not self._under(path, held) and self._keep(os.path.basename(path), path, st):
+                yield self._record(path, st, link)
 
-    def _scan(self, unit: _Unit, files: RecordColumns, subdirs: list[_Unit]) -> None:
-        """Read one directory: its files go to ``files``, its subdirectories to ``subdirs``.
+    def _read_dir(self, dirpath: str, key: tuple[int, int], files: RecordColumns) -> _Dir:
+        """Read one directory: its files go to ``files``; the rest is returned.
 
         The hot loop of the walk, kept lean: one ``lstat`` per entry, no call per file.
         """
-        dirpath, top_dev, ancestors = unit
         opts = self.options
-        stats = self.stats
         skip_hidden = not opts.hidden
         exclude = None if self._exclude.empty else self._exclude
         include = None if self._include.empty else self._include
+        skip = opts.skip_dirs or None
         follow = opts.follow_symlinks
         lo = self._min
         hi = self._max if self._max is not None else 1 << 63
@@ -294,15 +393,19 @@ class Walker:
         add_dev, add_ino = files.dev.append, files.ino.append
         add_size, add_mtime = files.size.append, files.mtime_ns.append
         add_nlink, add_ctime = files.nlink.append, files.ctime_ns.append
-        visited = self._visited
-        n_files = n_bytes = n_filtered = n_links = n_special = 0
+        add_link = files.symlink.append
+        subdirs: list[str] = []
+        keys = array("Q")
+        add_sub, add_key = subdirs.append, keys.append
+        warnings: list[ScanWarning] = []
+        start = len(files)
+        n_bytes = n_filtered = n_links = n_special = 0
         dir_no = -1  # registered with the first file kept
-        stats.directories += 1
         try:
             it = os.scandir(dirpath)
         except OSError as exc:
-            self._warn(dirpath, _cause(exc))
-            return
+            warnings.append(ScanWarning(dirpath, _cause(exc)))
+            return _Dir(dirpath, key, start, start, subdirs, keys, warnings, (0, 0, 0, 0))
         try:
             with it:
                 for entry in it:
@@ -313,27 +416,30 @@ class Walker:
                     if exclude is not None and exclude.match(name, path):
                         continue
                     if not name.isascii() and not _valid_utf8(name):
-                        self._warn(path, "name is not valid UTF-8 (shown escaped)")
+                        warnings.append(
+                            ScanWarning(path, "name is not valid UTF-8 (shown escaped)")
+                        )
                     try:
                         if entry.is_symlink():
                             if not follow:
                                 n_links += 1
                                 continue
+                            link = 1
                             try:
                                 st = entry.stat()
                             except FileNotFoundError:
-                                self._warn(path, "broken symlink")
+                                warnings.append(ScanWarning(path, "broken symlink"))
                                 continue
                         else:
+                            link = 0
                             st = entry.stat(follow_symlinks=False)
                     except OSError as exc:
-                        self._warn(path, _cause(exc))
+                        warnings.append(ScanWarning(path, _cause(exc)))
                         continue
                     mode = st.st_mode
                     if S_ISREG(mode):
                         size = st.st_size
                         if lo <= size <= hi and (include is None or include.match(name, path)):
-                            n_files += 1
                             n_bytes += size
                             if dir_no < 0:
                                 dir_no = files.add_dir(dirpath)
@@ -345,264 +451,88 @@ class Walker:
                             add_mtime(st.st_mtime_ns)
                             add_nlink(st.st_nlink)
                             add_ctime(st.st_ctime_ns)
+                            add_link(link)
                         else:
                             n_filtered += 1
                     elif S_ISDIR(mode):
-                        dkey = (st.st_dev, st.st_ino)
-                        if dkey in ancestors:
-                            self._warn(path, "symlink loop (leads back to a parent directory)")
-                        elif dkey in visited:
-                            pass  # reached before through another link
-                        elif opts.one_file_system and st.st_dev != top_dev:
-                            pass
-                        elif dkey in opts.skip_dirs:
-                            pass  # never entered (the index directory)
-                        else:
-                            visited.add(dkey)
-                            subdirs.append((path, top_dev, ancestors | {dkey}))
+                        if skip is None or (st.st_dev, st.st_ino) not in skip:
+                            add_sub(name)
+                            add_key(st.st_dev)
+                            add_key(st.st_ino)
                     else:
                         n_special += 1
         except OSError as exc:  # readdir itself failed part-way
-            self._warn(dirpath, _cause(exc))
-        stats.files += n_files
-        stats.bytes += n_bytes
-        stats.filtered += n_filtered
-        stats.symlinks_skipped += n_links
-        stats.special += n_special
+            warnings.append(ScanWarning(dirpath, _cause(exc)))
+        counts = (n_bytes, n_filtered, n_links, n_special)
+        return _Dir(dirpath, key, start, len(files), subdirs, keys, warnings, counts)
 
-    def walk_into(
-        self, cols: RecordColumns, units: list[_Unit], max_dirs: int | None = None
+    def _children(
+        self,
+        unit: _Unit,
+        d: _Dir,
+        seen: set[tuple[int, int]],
+        stop: AbstractSet[tuple[int, int]],
     ) -> list[_Unit]:
-        """Walk ``units`` depth-first into ``cols``; stop after ``max_dirs`` directories.
+        """The subdirectories of ``d`` worth reading ahead: not in ``seen`` nor ``stop``.
 
-        Returns the directories left to walk (none when ``max_dirs`` is ``None``).
+        Only a guess at what :meth:`_resolve` will take (it decides; what it
+        takes and nobody read ahead, it reads then).
+        """
+        dirpath, _, top_dev, ancestors = unit
+        one_fs = self.options.one_file_system
+        keys = d.keys
+        prefix = dirpath if dirpath.endswith("/") else dirpath + "/"
+        out: list[_Unit] = []
+        for j, name in enumerate(d.subdirs):
+            k = (keys[2 * j], keys[2 * j + 1])
+            if k in ancestors or k in seen or k in stop or (one_fs and k[0] != top_dev):
+                continue
+            seen.add(k)
+            out.append((prefix + name, k, top_dev, ancestors | {k}))
+        return out
+
+    def read_ahead(
+        self,
+        cols: RecordColumns,
+        units: list[_Unit],
+        max_dirs: int,
+        seen: set[tuple[int, int]],
+        stop: AbstractSet[tuple[int, int]],
+    ) -> tuple[list[_Dir], list[_Unit]]:
+        """Read ``units`` and below, depth first, into ``cols``, for at most ``max_dirs``.
+
+        Returns the directories read and those left to read. Nothing is
+        counted or warned: :meth:`_resolve` does that for what it takes.
         """
         stack = list(reversed(units))
-        n = 0
-        while stack and (max_dirs is None or n < max_dirs):
-            subdirs: list[_Unit] = []
-            self._scan(stack.pop(), cols, subdirs)
+        out: list[_Dir] = []
+        while stack and len(out) < max_dirs:
+            unit = stack.pop()
+            d = self._read_dir(unit[0], unit[1], cols)
+            out.append(d)
             # Reversed so that the walk visits subdirectories in readdir order.
-            stack.extend(reversed(subdirs))
-            n += 1
-        return stack
-
-    def split(
-        self, roots: Iterable[str | os.PathLike[str]], min_units: int
-    ) -> tuple[RecordColumns, list[_Unit]]:
-        """Start a walk and cut the rest into at least ``min_units`` directories, if it can.
-
-        Returns the files met so far (file roots included) and the directories
-        still to walk; walking each of those with :meth:`walk_units`, in any
-        process, completes the walk. Directories are expanded breadth-first, so
-        the units are subtrees of similar depth.
-        """
-        files = RecordColumns()
-        frontier: list[_Unit] = []
-        file_roots: list[str] = []
-        for root in roots:
-            path = os.path.normpath(os.fspath(root))
-            st = self._stat_root(path)
-            if st is None:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                key = (st.st_dev, st.st_ino)
-                if key not in self._visited and key not in self.options.skip_dirs:
-                    self._visited.add(key)
-                    frontier.append((path, st.st_dev, frozenset({key})))
-            elif stat.S_ISREG(st.st_mode):
-                file_roots.append(path)
-            else:
-                self.stats.special += 1
-        for _ in range(4):  # a few levels are enough to give every worker work
-            if not frontier or len(frontier) >= min_units:
-                break
-            nxt: list[_Unit] = []
-            for unit in frontier:
-                self._scan(unit, files, nxt)
-            frontier = nxt
-        files.extend(self.walk(file_roots))
-        return files, frontier
+            stack.extend(reversed(self._children(unit, d, seen, stop)))
+        return out, stack
 
 
-_Unit = tuple[str, int, frozenset[tuple[int, int]]]
-"""A directory to walk: its path, the device of its root, and its ancestors' inodes."""
+def _read_some(
+    options: WalkOptions, units: list[_Unit], stop: frozenset[tuple[int, int]], max_dirs: int
+) -> tuple[RecordColumns, list[_Dir], list[_Unit]]:
+    """Read ``units`` ahead, depth first, for at most ``max_dirs`` directories; in a worker.
 
-
-class RecordColumns:
-    """Many :class:`FileRecord` values stored column by column.
-
-    A path is stored as its directory (shared by all files of that directory)
-    and its name: about 100 bytes a file instead of 350 for records, and
-    cheap to send between processes (the names travel as one string, the
-    numbers as arrays). :meth:`path` joins the two on demand.
+    Returns the files found, the directories read and those left to read,
+    which go back to the queue: so a worker never sits on a huge subtree
+    while another idles.
     """
-
-    __slots__ = ("ctime_ns", "dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "nlink", "size")
-
-    def __init__(self) -> None:
-        self.dirs: list[str] = []  # each ends with a separator, or is "" for a bare name
-        self.dir_of = array("I")
-        self.names: list[str] = []
-        self.dev = array("Q")
-        self.ino = array("Q")
-        self.size = array("q")
-        self.mtime_ns = array("q")
-        self.nlink = array("Q")
-        self.ctime_ns = array("q")
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def path(self, i: int) -> str:
-        return self.dirs[self.dir_of[i]] + self.names[i]
-
-    @property
-    def paths(self) -> list[str]:
-        """Every path (a new list)."""
-        dirs = self.dirs
-        return [dirs[d] + n for d, n in zip(self.dir_of, self.names, strict=True)]
-
-    def add_dir(self, dirpath: str) -> int:
-        """Register a directory; files added with its number get ``dirpath/name`` paths."""
-        self.dirs.append(dirpath if dirpath.endswith("/") else dirpath + "/")
-        return len(self.dirs) - 1
-
-    def __iter__(self) -> Iterator[FileRecord]:
-        return map(
-            FileRecord,
-            self.paths,
-            self.dev,
-            self.ino,
-            self.size,
-            self.mtime_ns,
-            self.nlink,
-            self.ctime_ns,
-        )
-
-    def extend(self, records: Iterable[FileRecord]) -> None:
-        for r in records:
-            head, name = os.path.split(r.path)
-            self.dir_of.append(self.add_dir(head) if head else self._bare())
-            self.names.append(name)
-            self.dev.append(r.dev)
-            self.ino.append(r.ino)
-            self.size.append(r.size)
-            self.mtime_ns.append(r.mtime_ns)
-            self.nlink.append(r.nlink)
-            self.ctime_ns.append(r.ctime_ns)
-
-    def _bare(self) -> int:
-        self.dirs.append("")
-        return len(self.dirs) - 1
-
-    def record(self, i: int) -> FileRecord:
-        return FileRecord(
-            self.path(i),
-            self.dev[i],
-            self.ino[i],
-            self.size[i],
-            self.mtime_ns[i],
-            self.nlink[i],
-            self.ctime_ns[i],
-        )
-
-    def __getstate__(
-        self,
-    ) -> tuple[int, str, str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
-        return (
-            len(self.dirs),  # "" joins both [] and [""]: the count tells them apart
-            "\0".join(self.dirs),  # no file name holds a NUL
-            "\0".join(self.names),
-            self.dir_of.tobytes(),
-            self.dev.tobytes(),
-            self.ino.tobytes(),
-            self.size.tobytes(),
-            self.mtime_ns.tobytes(),
-            self.nlink.tobytes(),
-            self.ctime_ns.tobytes(),
-        )
-
-    def __setstate__(
-        self, state: tuple[int, str, str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
-    ) -> None:
-        self.__init__()  # type: ignore[misc]
-        ndirs, dirs, names, dir_of, dev, ino, size, mtime_ns, nlink, ctime_ns = state
-        self.dirs = dirs.split("\0") if ndirs else []
-        self.dir_of.frombytes(dir_of)
-        self.names = names.split("\0") if len(self.dir_of) else []
-        self.dev.frombytes(dev)
-        self.ino.frombytes(ino)
-        self.size.frombytes(size)
-        self.mtime_ns.frombytes(mtime_ns)
-        self.nlink.frombytes(nlink)
-        self.ctime_ns.frombytes(ctime_ns)
-
-    def digest(self) -> str:
-        """A digest of every file's path, device, inode, size, mtime and ctime, as hex.
-
-        Two walks that met the same files with the same stat fields give the
-        same digest, whatever the order in which processes returned their
-        directories (directories are put in path order; the files of one
-        directory, which the walker keeps together, in readdir order, which is
-        stable while the directory is unchanged). ``nlink`` is left out: a new
-        hard link elsewhere changes no content. Cost: a sort of the directories,
-        one stable argsort of the files (numpy), a hash of about 40 bytes a
-        file plus its name (blake2b, ~5 ms for 40k files).
-        """
-        import hashlib
-
-        import numpy as np
-
-        h = hashlib.blake2b(digest_size=16)
-        by_path = sorted(range(len(self.dirs)), key=self.dirs.__getitem__)
-        rank = np.empty(len(self.dirs), dtype=np.int64)
-        rank[by_path] = np.arange(len(self.dirs))
-        dir_rank = rank[np.frombuffer(self.dir_of, dtype=np.uint32)] if len(self) else rank[:0]
-        order = np.argsort(dir_rank, kind="stable")
-        names = self.names
-        h.update(b"%d\0" % len(self))
-        h.update("\0".join([self.dirs[i] for i in by_path]).encode("utf-8", "surrogateescape"))
-        h.update(b"\0\0")
-        h.update("\0".join([names[i] for i in order.tolist()]).encode("utf-8", "surrogateescape"))
-        h.update(dir_rank[order].tobytes())
-        for col, dtype in ((self.dev, np.uint64), (self.ino, np.uint64)):
-            h.update(np.frombuffer(col, dtype=dtype)[order].tobytes())
-        for col in (self.size, self.mtime_ns, self.ctime_ns):
-            h.update(np.frombuffer(col, dtype=np.int64)[order].tobytes())
-        return h.hexdigest()
-
-    def absorb(self, other: RecordColumns) -> None:
-        """Append all of ``other``."""
-        base = len(self.dirs)
-        self.dirs.extend(other.dirs)
-        self.dir_of.extend(array("I", [d + base for d in other.dir_of]))
-        self.names.extend(other.names)
-        self.dev.extend(other.dev)
-        self.ino.extend(other.ino)
-        self.size.extend(other.size)
-        self.mtime_ns.extend(other.mtime_ns)
-        self.nlink.extend(other.nlink)
-        self.ctime_ns.extend(other.ctime_ns)
-
-
-def _walk_some(
-    options: WalkOptions, units: list[_Unit], max_dirs: int
-) -> tuple[RecordColumns, list[_Unit], list[ScanWarning], WalkStats]:
-    """Walk ``units`` depth-first for at most ``max_dirs`` directories; runs in a worker.
-
-    Returns the files found and the directories left to walk, which go back
-    to the queue: so a worker never sits on a huge subtree while another idles.
-    """
-    warnings: list[ScanWarning] = []
-    walker = Walker(options, warnings.append)
     cols = RecordColumns()
-    left = walker.walk_into(cols, units, max_dirs)
-    return cols, left, warnings, walker.stats
+    dirs, left = Walker(options).read_ahead(cols, units, max_dirs, set(), stop)
+    return cols, dirs, left
 
 
 BATCH_DIRS = 256
 """Directories one batch of a parallel walk reads before it hands the rest back."""
+SPLIT_LEVELS = 4
+"""Levels a parallel walk reads here, breadth first, before workers share the rest."""
 
 
 def parallel_walk(
@@ -616,23 +546,101 @@ def parallel_walk(
     """The walk of :func:`walk` as columns, shared by this process and a pool's workers.
 
     ``pool`` is a :class:`multiprocessing.pool.Pool` of ``jobs - 1`` workers,
-    or ``None`` to walk here alone. Work goes out as small batches of
-    directories; what a batch leaves unwalked returns to the queue, so no
-    process sits on a huge subtree while another idles. With
-    ``follow_symlinks``, two processes could reach one directory through
-    links, so that walk stays in this process.
+    or ``None`` to walk here alone. The records are exactly those of the
+    serial walk: the processes only read directories ahead, in small batches
+    (what a batch leaves unread returns to the queue, so no process sits on a
+    huge subtree while another idles); then this process decides, in the
+    serial walk's order, which directory is walked under which name
+    (:meth:`Walker._resolve`), reads what nobody read ahead, and drops the
+    files of directories read twice or under a name the walk did not take.
+    With ``follow_symlinks``, links could make much of the tree read twice,
+    so that walk stays in this process.
     """
     walker = Walker(options, on_warning)
     advance = (progress or NullProgress()).advance
+    root_list = walker._stat_roots(roots)
+    cols = RecordColumns()
+    file_roots: list[FileRecord] = []
     if pool is None or options.follow_symlinks or jobs < 2:
-        cols, units = walker.split(roots, 0)
-        while units:
-            before = len(cols)
-            units = walker.walk_into(cols, units, BATCH_DIRS)
-            advance(len(cols) - before)
+        reported = n = 0
+        for item in walker._resolve(root_list, lambda u: walker._read_dir(u[0], u[1], cols)):
+            if isinstance(item, FileRecord):
+                file_roots.append(item)
+                continue
+            n += 1
+            if n % BATCH_DIRS == 0:
+                advance(len(cols) - reported)
+                reported = len(cols)
+        advance(len(cols) - reported + len(file_roots))
+        cols.extend(file_roots)
         return cols, walker.stats
-    cols, pending = walker.split(roots, 4 * jobs)
-    total = walker.stats
+    ahead, twice = _read_ahead(walker, root_list, cols, pool, jobs, advance)
+
+    def read(unit: _Unit) -> _Dir:
+        hit = ahead.pop(unit[0], None)
+        return hit[0] if hit is not None else walker._read_dir(unit[0], unit[1], cols)
+
+    for item in walker._resolve(root_list, read):
+        if isinstance(item, FileRecord):
+            file_roots.append(item)
+    # What is left ahead was read under a name the walk did not take.
+    twice.extend((base + d.start, base + d.stop) for d, base in ahead.values())
+    if any(a < b for a, b in twice):
+        cols = cols.without(twice)
+    advance(len(file_roots))
+    cols.extend(file_roots)
+    return cols, walker.stats
+
+
+def _read_ahead(
+    walker: Walker,
+    roots: list[_Root],
+    cols: RecordColumns,
+    pool: Any,
+    jobs: int,
+    advance: Callable[[int], None],
+) -> tuple[dict[str, tuple[_Dir, int]], list[tuple[int, int]]]:
+    """Read the directories under ``roots`` into ``cols``, here and in ``pool``'s workers.
+
+    Returns each directory read, by path, with the offset of its rows in
+    ``cols``, and the rows of directories read twice under one path.
+    A directory is read once as far as the processes can tell (by inode, as
+    their results come back); a directory root is never entered from
+    another root (the walk takes it under whichever name comes first).
+    """
+    seen: set[tuple[int, int]] = set()
+    pending: list[_Unit] = []
+    for path, st, _, _ in roots:
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key not in seen and key not in walker.options.skip_dirs:
+                seen.add(key)
+                pending.append((path, key, st.st_dev, frozenset((key,))))
+    stop = frozenset(seen)
+    ahead: dict[str, tuple[_Dir, int]] = {}
+    twice: list[tuple[int, int]] = []
+
+    done: set[tuple[int, int]] = set()  # read already, here or by a worker
+
+    def keep(dirs: list[_Dir], base: int) -> None:
+        for d in dirs:
+            seen.add(d.key)
+            done.add(d.key)
+            if d.path in ahead:
+                twice.append((base + d.start, base + d.stop))
+            else:
+                ahead[d.path] = (d, base)
+
+    for _ in range(SPLIT_LEVELS):  # breadth first, until there is work for every worker
+        if not pending or len(pending) >= 4 * jobs:
+            break
+        nxt: list[_Unit] = []
+        for unit in pending:
+            dirs, left = walker.read_ahead(cols, [unit], 1, seen, stop)
+            keep(dirs, 0)
+            nxt.extend(left)
+        pending = nxt
+    advance(len(cols))
     inflight: deque[Any] = deque()
 
     def take() -> list[_Unit]:
@@ -641,33 +649,36 @@ def parallel_walk(
         batch, pending = pending[:share], pending[share:]
         return batch
 
-    def merge(result: tuple[RecordColumns, list[_Unit], list[ScanWarning], WalkStats]) -> None:
-        part, left, warnings, stats = result
-        pending.extend(left)
+    def merge(result: tuple[RecordColumns, list[_Dir], list[_Unit]]) -> None:
+        part, dirs, left = result
+        base = len(cols)
         cols.absorb(part)
         advance(len(part))
-        for w in warnings:
-            walker._warn(w.path, w.cause)
-        total.files += stats.files
-        total.bytes += stats.bytes
-        total.directories += stats.directories
-        total.special += stats.special
-        total.symlinks_skipped += stats.symlinks_skipped
-        total.filtered += stats.filtered
+        keep(dirs, base)
+        for unit in left:  # units of the batch left unread, and new ones
+            if unit[1] not in done:
+                seen.add(unit[1])
+                pending.append(unit)
 
     while pending or inflight:
         while pending and len(inflight) < 2 * (jobs - 1):
-            inflight.append(pool.apply_async(_walk_some, (options, take(), BATCH_DIRS)))
+            inflight.append(
+                pool.apply_async(_read_some, (walker.options, take(), stop, BATCH_DIRS))
+            )
         while inflight and inflight[0].ready():
             merge(inflight.popleft().get())
         if pending:
             batch = take()  # before naming `pending`: take() rebinds it
             before = len(cols)
-            pending.extend(walker.walk_into(cols, batch, BATCH_DIRS))  # this process works too
+            dirs, left = walker.read_ahead(
+                cols, batch, BATCH_DIRS, seen, stop
+            )  # this one works too
+            keep(dirs, 0)
+            pending.extend(left)
             advance(len(cols) - before)
         elif inflight:
             merge(inflight.popleft().get())
-    return cols, walker.stats
+    return ahead, twice
 
 
 def walk(

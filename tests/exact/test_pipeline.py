@@ -169,7 +169,7 @@ def test_file_changed_while_read_is_dropped(tmp_path: Path) -> None:
         )
     )
     assert [w.path for w in warnings] == [str(tmp_path / "a")]
-    assert "changed while being read" in warnings[0].cause
+    assert "changed while it was read" in warnings[0].cause
     assert [sorted(g.paths) for g in groups] == [[str(tmp_path / "b"), str(tmp_path / "c")]]
 
 

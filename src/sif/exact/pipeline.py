@@ -25,9 +25,15 @@ computed once per distinct block, not once per file. It names the content;
 it decides nothing (the grouping is byte-exact), so a fast hash suffices:
 BLAKE3 would cost a sixth of the time on large files.
 
-**Changes during the scan.** Every read re-checks the file with ``fstat``; a
-file whose inode, size or mtime no longer matches what the walker saw is
-dropped with a warning, and so is one that vanished or cannot be read.
+**Changes during the scan.** A file is opened only if it is still the regular
+file the walk saw (same device and inode: :func:`sif.fileio.open_regular`,
+never blocking on a FIFO swapped in, and not through a symbolic link that
+was not one during the walk); after every read, ``fstat`` of the open
+descriptor must give the walk's size, mtime and ctime (which ``utime``
+cannot restore), and the read its full length. Otherwise the file is
+dropped with a warning naming it ("changed while it was read"), and so is
+one that vanished or cannot be read. The other names of a file in a group
+(hardlinks, symlinks) are checked at the end to still name it.
 
 **Memory.** Per process: two reusable buffers per block size (under 3 MiB
 in all), plus the representatives of the subgroups that a round starts, up
@@ -41,6 +47,7 @@ work. Small files (one block) are keyed by their whole content.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from array import array
@@ -52,8 +59,10 @@ from typing import Any
 
 import xxhash
 
+from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors import fork_pool, shared_map
+from sif.fileio import open_regular
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
 
 FIRST_BLOCK = 4 * 1024
@@ -76,20 +85,28 @@ class Replica:
     """
 
     paths: tuple[str, ...]
+    """Every name of the file: its own names (hardlinks) sorted, then the symlinks to it."""
     dev: int
     ino: int
     mtime_ns: int
     archive: str | None = None
+    symlinks: tuple[str, ...] = ()
+    """The names among ``paths`` that are symbolic links to the file (met with
+    ``follow_symlinks``, or given as roots), sorted; they are not hardlinks:
+    removing the file leaves them dangling."""
 
     @property
     def path(self) -> str:
-        """The first name, in sorted order."""
+        """The first name, in sorted order (a hardlink before any symlink)."""
         return self.paths[0]
 
     @property
     def hardlinks(self) -> tuple[str, ...]:
-        """The other names of the same inode."""
-        return self.paths[1:]
+        """The other names of the same inode (symlinks left out)."""
+        if not self.symlinks:
+            return self.paths[1:]
+        links = set(self.symlinks)
+        return tuple(p for p in self.paths[1:] if p not in links)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +185,8 @@ def block_schedule(size: int) -> list[int]:
     return out
 
 
-_NOATIME = getattr(os, "O_NOATIME", 0)
+CHANGED = "changed while it was read; skipped"
+"""The warning for a file whose size, mtime or ctime moved while sif read it."""
 
 
 class _Table:
@@ -179,7 +197,7 @@ class _Table:
     to send to a worker.
     """
 
-    __slots__ = ("dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "size")
+    __slots__ = ("ctime_ns", "dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "size", "symlink")
 
     def __init__(self, cols: RecordColumns, indices: list[int]) -> None:
         local: dict[int, int] = {}
@@ -197,6 +215,8 @@ class _Table:
         self.ino = array("Q", [cols.ino[i] for i in indices])
         self.size = array("q", [cols.size[i] for i in indices])
         self.mtime_ns = array("q", [cols.mtime_ns[i] for i in indices])
+        self.ctime_ns = array("q", [cols.ctime_ns[i] for i in indices])
+        self.symlink = bytes([cols.symlink[i] for i in indices])
 
     def path(self, i: int) -> str:
         return self.dirs[self.dir_of[i]] + self.names[i]
@@ -206,19 +226,23 @@ class _Table:
     ) -> bytes | bytearray | str:
         """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
 
-        One ``open``, ``pread``, ``fstat`` and ``close``: the ``fstat`` after the
-        read proves the file is still the one the walker saw (same inode, size
-        and mtime), so a file changed or replaced meanwhile is never grouped.
-        With ``into`` (a buffer of ``length`` bytes, reused from read to read),
-        the bytes land there: no allocation and no fresh pages to fault in,
-        which makes large blocks a third cheaper in system time.
+        One ``open``, ``fstat``, ``pread``, ``fstat`` and ``close``. The open
+        takes only the regular file the walker saw (same device and inode; no
+        FIFO, which would block; no symlink where the walk met none), and the
+        ``fstat`` after the read proves it unchanged (size, mtime and ctime),
+        so a file changed or replaced meanwhile is never grouped. With
+        ``into`` (a buffer of ``length`` bytes, reused from read to read), the
+        bytes land there: no allocation and no fresh pages to fault in, which
+        makes large blocks a third cheaper in system time.
         """
         path = self.dirs[self.dir_of[i]] + self.names[i]
         try:
-            try:
-                fd = os.open(path, os.O_RDONLY | _NOATIME | os.O_CLOEXEC)
-            except PermissionError:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # O_NOATIME needs ownership
+            fd, _ = open_regular(
+                path,
+                expect=(self.dev[i], self.ino[i]),
+                follow_symlinks=bool(self.symlink[i]),
+                noatime=True,
+            )
             try:
                 if into is None:
                     data: bytes | bytearray = os.pread(fd, length, offset)
@@ -235,10 +259,13 @@ class _Table:
             return "permission denied"
         except OSError as exc:
             return exc.strerror or str(exc)
-        if st.st_ino != self.ino[i] or st.st_dev != self.dev[i]:
-            return "replaced by another file during the scan; skipped"
-        if st.st_size != self.size[i] or st.st_mtime_ns != self.mtime_ns[i] or n != length:
-            return "changed while being read (size or mtime differs); skipped"
+        if (
+            st.st_size != self.size[i]
+            or st.st_mtime_ns != self.mtime_ns[i]
+            or st.st_ctime_ns != self.ctime_ns[i]
+            or n != length
+        ):
+            return CHANGED
         return data
 
 
@@ -497,21 +524,29 @@ class ReplicaFinder:
 
     def collapse_inodes(
         self, cols: RecordColumns, size_groups: list[list[int]]
-    ) -> tuple[list[list[int]], dict[int, list[str]]]:
+    ) -> tuple[list[list[int]], dict[int, list[int]]]:
         """Stage 2: one candidate per inode; groups of one inode drop out.
 
         Returns the groups (in inode order, a cheap proxy for the order on disk)
-        and, for candidates with more names, those other names.
+        and, for candidates with more names, the indices of those other names.
+        The candidate (the name read) is the file's own name rather than a
+        symlink to it, when it has one.
         """
-        dev, ino = cols.dev, cols.ino
+        dev, ino, symlink = cols.dev, cols.ino, cols.symlink
         out: list[list[int]] = []
-        links: dict[int, list[str]] = {}
+        links: dict[int, list[int]] = {}
         for group in size_groups:
             first: dict[tuple[int, int], int] = {}
             for i in group:
-                j = first.setdefault((dev[i], ino[i]), i)
-                if j != i:
-                    links.setdefault(j, []).append(cols.path(i))
+                key = (dev[i], ino[i])
+                j = first.setdefault(key, i)
+                if j == i:
+                    continue
+                if symlink[j] and not symlink[i]:  # read the file's own name
+                    first[key] = i
+                    links[i] = [*links.pop(j, ()), j]
+                else:
+                    links.setdefault(j, []).append(i)
             if len(first) > 1:
                 uniq = list(first.values()) if len(first) < len(group) else group
                 uniq.sort(key=ino.__getitem__)
@@ -556,7 +591,8 @@ class ReplicaFinder:
             flat = [i for g in shares[k] for i in g]
             for size, digest, members in outcome.groups:
                 ids = [flat[m] for m in members]
-                first = min(min(cols.path(i), *links.get(i, ())) for i in ids)
+                self._check_names(cols, links, ids)
+                first = min(cols.path(j) for i in ids for j in (i, *links.get(i, ())))
                 found.append((size, first, digest, ids))
             for w in outcome.warnings:
                 self.stats.warnings += 1
@@ -574,6 +610,38 @@ class ReplicaFinder:
         self.stats.redundant_bytes = sum(f[0] * (len(f[3]) - 1) for f in found)
         self.stats.seconds += time.monotonic() - start
         return (self._group(cols, links, size, d, ids) for size, _, d, ids in found)
+
+    def _check_names(
+        self, cols: RecordColumns, links: dict[int, list[int]], ids: list[int]
+    ) -> None:
+        """Drop (with a warning) the other names of ``ids`` that no longer name the same file.
+
+        The file itself was read and checked; a hardlink or a symlink to it
+        may have been removed or renamed over since the walk. One ``lstat``
+        (``stat`` for a symlink) per extra name of a file in a group.
+        """
+        for i in ids:
+            names = links.get(i)
+            if not names:
+                continue
+            kept = []
+            for j in names:
+                path = cols.path(j)
+                try:
+                    st = os.stat(path) if cols.symlink[j] else os.lstat(path)
+                except OSError as exc:
+                    cause = "vanished during the scan" if exc.errno == errno.ENOENT else None
+                    self._warn(path, cause or exc.strerror or str(exc))
+                    continue
+                if (st.st_dev, st.st_ino) != (cols.dev[j], cols.ino[j]):
+                    self._warn(path, "replaced by another file since the walk; skipped")
+                    continue
+                kept.append(j)
+            links[i] = kept
+
+    def _warn(self, path: str, cause: str) -> None:
+        self.stats.warnings += 1
+        self.on_warning(ScanWarning(path, cause))
 
     def _shares(self, groups: list[list[int]], jobs: int) -> list[list[list[int]]]:
         """Cut the groups into about 4 shares per worker (none if too few to pay)."""
@@ -593,17 +661,22 @@ class ReplicaFinder:
 
     @staticmethod
     def _group(
-        cols: RecordColumns, links: dict[int, list[str]], size: int, digest: str, members: list[int]
+        cols: RecordColumns, links: dict[int, list[int]], size: int, digest: str, members: list[int]
     ) -> Group:
-        replicas = [
-            Replica(
-                tuple(sorted([cols.path(i), *links.get(i, ())])),
-                cols.dev[i],
-                cols.ino[i],
-                cols.mtime_ns[i],
+        replicas = []
+        for i in members:
+            names = (i, *links.get(i, ()))
+            own = sorted(cols.path(j) for j in names if not cols.symlink[j])
+            symlinks = tuple(sorted(cols.path(j) for j in names if cols.symlink[j]))
+            replicas.append(
+                Replica(
+                    (*own, *symlinks),
+                    cols.dev[i],
+                    cols.ino[i],
+                    cols.mtime_ns[i],
+                    symlinks=symlinks,
+                )
             )
-            for i in members
-        ]
         replicas.sort(key=lambda r: r.path)
         return Group(size, "xxh3-128:" + digest, tuple(replicas))
 
@@ -612,13 +685,42 @@ PARALLEL_MIN_FILES = 2000
 """Fewer candidates than this are compared in-process: workers would not pay."""
 
 
+def _paths(paths: object) -> list[str]:
+    """``paths`` as a list of names: one path (str, bytes, path-like) or an iterable of them."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        return [os.fsdecode(paths)]
+    if not isinstance(paths, Iterable):
+        raise TypeError(f"paths must be a path or an iterable of paths, not {type(paths).__name__}")
+    out = []
+    for p in paths:
+        if not isinstance(p, (str, bytes, os.PathLike)):
+            raise TypeError(f"paths must hold str, bytes or os.PathLike, not {type(p).__name__}")
+        out.append(os.fsdecode(p))
+    return out
+
+
+def _globs(name: str, globs: object) -> tuple[str, ...]:
+    """``include``/``exclude``: one glob (a string) or an iterable of them."""
+    if isinstance(globs, str):
+        return (globs,)
+    if isinstance(globs, bytes) or not isinstance(globs, Iterable):
+        raise TypeError(
+            f"{name} must be a glob or an iterable of globs, not {type(globs).__name__}"
+        )
+    out = tuple(globs)
+    for g in out:
+        if not isinstance(g, str):
+            raise TypeError(f"{name} must hold str globs, not {type(g).__name__}")
+    return out
+
+
 def find_duplicates(
-    paths: Iterable[str | os.PathLike[str]],
+    paths: str | bytes | os.PathLike[str] | Iterable[str | bytes | os.PathLike[str]],
     *,
     min_size: int = 0,
     max_size: int | None = None,
-    include: Iterable[str] = (),
-    exclude: Iterable[str] = (),
+    include: str | Iterable[str] = (),
+    exclude: str | Iterable[str] = (),
     hidden: bool = True,
     follow_symlinks: bool = False,
     one_file_system: bool = False,
@@ -632,10 +734,14 @@ def find_duplicates(
 ) -> Iterator[Group]:
     """Groups of exact replicas among the files under ``paths``.
 
-    Filters are those of :class:`sif.walk.WalkOptions` (empty files are left
-    out unless ``empty``). Each group holds two or more distinct files whose
-    bytes are equal, compared byte for byte; hardlinked names of one file are
-    listed together in one :class:`Replica`. Per-file problems go to
+    ``paths`` is one path (``str``, ``bytes``, path-like) or an iterable of
+    them; ``include`` and ``exclude`` are one glob or an iterable of globs
+    (anything else is a ``TypeError``). Filters are those of
+    :class:`sif.walk.WalkOptions` (empty files are left out unless ``empty``).
+    Each group holds two or more distinct files whose bytes are equal,
+    compared byte for byte; the names of one file (hardlinks, and symlinks
+    to it) are listed together in one :class:`Replica`. A file changed while
+    it was read is left out with a warning. Per-file problems go to
     ``on_warning`` and never stop the run; figures go into ``stats``.
 
     With ``archives``, the members of zip and tar archives join the groups
@@ -647,13 +753,17 @@ def find_duplicates(
     All the work is done, and ``stats`` filled, when this returns; the groups
     (sorted, largest first) are then made one by one as they are read.
 
-    Raises :class:`sif.errors.ConfigError` for bad filters, before any work.
+    Raises :class:`sif.errors.ConfigError` for bad filters or ``jobs < 1``,
+    before any work.
     """
+    roots = _paths(paths)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ConfigError(f"jobs must be a whole number >= 1, got {jobs!r}")
     options = WalkOptions(
         min_size=min_size,
         max_size=max_size,
-        include=tuple(include),
-        exclude=tuple(exclude),
+        include=_globs("include", include),
+        exclude=_globs("exclude", exclude),
         hidden=hidden,
         follow_symlinks=follow_symlinks,
         one_file_system=one_file_system,
@@ -672,7 +782,7 @@ def find_duplicates(
     pool = fork_pool(finder.jobs)
     try:
         progress.stage("scanning", unit="files")
-        cols, wstats = parallel_walk(paths, options, on_warning, pool, finder.jobs, progress)
+        cols, wstats = parallel_walk(roots, options, on_warning, pool, finder.jobs, progress)
         stats.warnings += wstats.warnings
         groups = finder.run(cols, pool)
     finally:

@@ -31,7 +31,7 @@ from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import scan_entries
 from sif.index.store import IndexStore, KnownColumns, NewFile, ParamSet, open_store
-from sif.walk import RecordColumns, WalkOptions, parallel_walk
+from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
 
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
@@ -99,8 +99,12 @@ def _scan_batch(batch: Sequence[_Item]) -> list[_Read]:
     out: list[_Read] = []
     for path, dev, ino, size, mtime_ns, ctime_ns in batch:
         warnings: list[ScanWarning] = []
+        # Only the walk's file is read (its inode; links followed, as for a root).
+        record = FileRecord(path, dev, ino, size, mtime_ns, symlink=True)
         try:
-            scanned = scan_entries(path, _PARAMS, _ANCHORS, _CONTENT, on_warning=warnings.append)
+            scanned = scan_entries(
+                path, _PARAMS, _ANCHORS, _CONTENT, record=record, on_warning=warnings.append
+            )
         except OSError as exc:
             failure = ScanWarning(path, exc.strerror or str(exc))
             out.append(_Read(path, (), tuple(warnings), failure))

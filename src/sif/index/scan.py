@@ -26,6 +26,7 @@ from sif.core.anchors import AnchorSet
 from sif.core.rolling import as_bytes_array
 from sif.core.windows import WindowSample, fold32, window_values
 from sif.events import ScanWarning, WarningSink, ignore_warning
+from sif.fileio import open_regular_file
 from sif.fingerprint import FingerprintParams, fingerprint_reader
 
 if TYPE_CHECKING:
@@ -125,12 +126,15 @@ def scan_file(
     """Read the file at ``path`` once, as it is (the raw view): kind, digest, fingerprints.
 
     ``windows`` also samples the values of all its windows (for a query).
-    Raises ``OSError`` when the file cannot be opened or read. Cost: one
+    Raises ``OSError`` when the file cannot be opened or read, or is not a
+    regular file (:class:`sif.fileio.NotRegularFile`: a FIFO is never
+    waited on). Cost: one
     sequential read in 1 MiB blocks, BLAKE3 and the fingerprint kernel over
     each block (and with ``windows`` the window values: about 10 ns a byte);
     memory O(block).
     """
-    with open(path, "rb", buffering=0) as f:
+    f, _ = open_regular_file(path, buffering=0)
+    with f:
         head = os.pread(f.fileno(), SAMPLE_SIZE, 0)
         return _scan_stream(f, kind_of(head), RAW, params, anchors, windows)
 
@@ -141,15 +145,25 @@ def scan_entry(
     anchors: AnchorSet | None = None,
     *,
     windows: bool = False,
+    record: FileRecord | None = None,
 ) -> ScannedFile:
     """Scan one entry of :func:`sif.content.entries` (read it before drawing the next).
 
-    Raises ``OSError`` when its content cannot be read. Cost and memory as
-    :func:`scan_file`; a streamed entry is never held whole.
+    An entry read from its file on disk is read only if that is still the
+    regular file ``record`` names (device and inode; through a symlink only
+    if ``record.symlink``). Raises ``OSError`` when its content cannot be
+    read. Cost and memory as :func:`scan_file`; a streamed entry is never
+    held whole.
     """
     if entry.file is not None:
-        with open(entry.file, "rb", buffering=0) as f:
-            return _scan_stream(f, entry.kind, entry.view.name, params, anchors, windows)
+        disk, _ = open_regular_file(
+            entry.file,
+            expect=None if record is None else (record.dev, record.ino),
+            follow_symlinks=record is None or record.symlink,
+            buffering=0,
+        )
+        with disk:
+            return _scan_stream(disk, entry.kind, entry.view.name, params, anchors, windows)
     with entry.open() as f:
         return _scan_stream(f, entry.kind, entry.view.name, params, anchors, windows)
 
@@ -169,7 +183,10 @@ def scan_entries(
     Problems with the content (a corrupt archive, a bomb, a limit) are
     warnings to ``on_warning`` and the rest goes on (see
     :func:`sif.content.entries`). Raises ``OSError`` when the file itself
-    cannot be read (an empty list is never returned for a readable file).
+    cannot be read, is not a regular file (a FIFO, a device: never waited
+    on nor read) or, with ``record``, is no longer the walk's file (other
+    device or inode, a symlink now); an empty list is never returned for a
+    readable file.
     Cost: reading the file once, plus decompression; memory bounded by
     ``content.max_entry_bytes`` per nesting level.
     """
@@ -184,7 +201,7 @@ def scan_entries(
 
     out: list[ScannedEntry] = []
     for entry in entries(origin, record, content, on_warning=warn):
-        scan = scan_entry(entry, params, anchors, windows=windows)
+        scan = scan_entry(entry, params, anchors, windows=windows, record=record)
         if not out:
             for w in held:
                 on_warning(w)
