@@ -182,7 +182,7 @@ def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.Mo
     try:
         shared, pstats = parallel_walk([tmp_path], WalkOptions(), pool=pool, jobs=2)
     finally:
-        pool.terminate()
+        pool.shutdown()
     assert len(serial) == 6 * 30 * 3 + 1
     assert sorted(shared.paths) == sorted(serial.paths)
     assert pstats.files == stats.files

@@ -8,7 +8,8 @@
     │   ├── IndexCorrupt        the file is not a readable sif index (``--rebuild`` recovers)
     │   ├── IndexInUse          another process writes the index
     │   └── IndexParamsMismatch the index holds fingerprints made with other parameters
-    └── InputError              an input (a report, an anchor file, a digest list) is unreadable
+    ├── InputError              an input (a report, an anchor file, a digest list) is unreadable
+    └── WorkerDied              a worker process died (the OOM killer, a signal): the run stopped
 
 Per-file problems met during a scan are never raised to the caller: they are
 :class:`sif.events.ScanWarning` values handed to the ``on_warning`` callback.
@@ -45,3 +46,7 @@ class IndexParamsMismatch(IndexUnusable):
 
 class InputError(SifError):
     """An input file that sif must parse (a report, anchors, digests) is unusable."""
+
+
+class WorkerDied(SifError):
+    """A worker process died (killed by the OOM killer or a signal): the run stopped."""

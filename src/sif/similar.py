@@ -933,8 +933,7 @@ def find_similar(
         )
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown()
 
 
 def _find(
@@ -1064,11 +1063,12 @@ def _reuse_unchanged(
     progress.stage("walking", None)
     pool = fork_pool(jobs)  # forked before the store is opened: no inherited lock
     try:
-        walked, _ = parallel_walk(root_list, walk or WalkOptions(), warnings.append, pool, jobs)
+        walked, _ = parallel_walk(
+            root_list, walk or WalkOptions(), warnings.append, pool, jobs, progress
+        )
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown()
     digest = walked.digest()
     try:
         store = DuckStore(location, read_only=True)

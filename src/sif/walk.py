@@ -181,9 +181,9 @@ class Walker:
         self._min = lo
         self._max = self.options.max_size
 
-    def _warn(self, path: str, cause: str) -> None:
-        self.stats.warnings += 1
-        self.on_warning(ScanWarning(path, cause))
+    def _warn(self, path: str, cause: str, skipped: bool = True) -> None:
+        self.stats.warnings += skipped
+        self.on_warning(ScanWarning(path, cause, skipped))
 
     def _keep(self, name: str, path: str, st: os.stat_result) -> bool:
         size = st.st_size
@@ -230,7 +230,7 @@ class Walker:
 
     def _stat_root(self, root: str) -> os.stat_result | None:
         if not _valid_utf8(root):
-            self._warn(root, "name is not valid UTF-8 (shown escaped)")
+            self._warn(root, "name is not valid UTF-8 (shown escaped)", False)
         try:
             return os.stat(root)  # a root that is a symlink is followed (find -H)
         except OSError as exc:
@@ -312,7 +312,7 @@ class Walker:
                     if exclude is not None and exclude.match(name, path):
                         continue
                     if not name.isascii() and not _valid_utf8(name):
-                        self._warn(path, "name is not valid UTF-8 (shown escaped)")
+                        self._warn(path, "name is not valid UTF-8 (shown escaped)", False)
                     try:
                         if entry.is_symlink():
                             if not follow:
@@ -612,7 +612,7 @@ def parallel_walk(
 ) -> tuple[RecordColumns, WalkStats]:
     """The walk of :func:`walk` as columns, shared by this process and a pool's workers.
 
-    ``pool`` is a :class:`multiprocessing.pool.Pool` of ``jobs - 1`` workers,
+    ``pool`` is a :class:`sif.executors.WorkerPool` of ``jobs - 1`` workers,
     or ``None`` to walk here alone. Work goes out as small batches of
     directories; what a batch leaves unwalked returns to the queue, so no
     process sits on a huge subtree while another idles. With
@@ -644,7 +644,7 @@ def parallel_walk(
         cols.absorb(part)
         advance(len(part))
         for w in warnings:
-            walker._warn(w.path, w.cause)
+            walker._warn(w.path, w.cause, w.skipped)
         total.files += stats.files
         total.bytes += stats.bytes
         total.directories += stats.directories
@@ -654,16 +654,16 @@ def parallel_walk(
 
     while pending or inflight:
         while pending and len(inflight) < 2 * (jobs - 1):
-            inflight.append(pool.apply_async(_walk_some, (options, take(), BATCH_DIRS)))
-        while inflight and inflight[0].ready():
-            merge(inflight.popleft().get())
+            inflight.append(pool.submit(_walk_some, options, take(), BATCH_DIRS))
+        while inflight and inflight[0].done():
+            merge(inflight.popleft().result())
         if pending:
             batch = take()  # before naming `pending`: take() rebinds it
             before = len(cols)
             pending.extend(walker.walk_into(cols, batch, BATCH_DIRS))  # this process works too
             advance(len(cols) - before)
         elif inflight:
-            merge(inflight.popleft().get())
+            merge(inflight.popleft().result())
     return cols, walker.stats
 
 

@@ -237,7 +237,7 @@ def build_index(
             store = open_store(index, wait=wait, rebuild=rebuild)
         abs_roots = [os.path.abspath(os.fspath(r)) for r in roots]
         progress.stage("walking", None)
-        cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
+        cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs, progress)
         stats.walk_digest = cols.digest()
         known = store.known_columns(pset)
         plan = _plan(cols, known, abs_roots)
@@ -284,8 +284,7 @@ def build_index(
         store.finish(pset)
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown()
         if own_store and store is not None:
             store.close()
         _PARAMS, _ANCHORS, _CONTENT = None, None, None
