@@ -10,6 +10,7 @@ from sif.cli.common import (
     EXIT_OK,
     EXIT_WARNINGS,
     WarningCounter,
+    check_paths,
     fail_cleanly,
     format_option,
     quiet_option,
@@ -83,6 +84,7 @@ def query(
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
+    check_paths(files, "FILE")
     from sif.index import open_reader
     from sif.query import query_files
     from sif.report import write_query
