@@ -50,8 +50,6 @@ def test_sif_fingerprint_is_the_module_and_fingerprint_file_is_exported() -> Non
     # ``sif.fingerprint.fingerprint``, not re-exported from ``sif``.
     import types
 
-    import sif.fingerprint
-
     assert isinstance(sif.fingerprint, types.ModuleType) and not callable(sif.fingerprint)
     assert "fingerprint" not in sif.__all__
     data = prose(0, 5000)

@@ -633,4 +633,3 @@ def learn_anchors_from_files(
         return learn_anchors(samples, length=length, density=density)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-

@@ -104,6 +104,8 @@ def run_guarded(func: Callable[[], Any]) -> Any:
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         _stop_broken_pipe()
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
     except SifError as exc:
         click.echo(f"sif: error: {exc}", err=True)
         sys.exit(EXIT_FATAL)

@@ -84,13 +84,13 @@ def query(
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
-    check_paths(files, "FILE")
     from sif.index import open_reader
     from sif.query import query_files
     from sif.report import write_query
 
     params, _ = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
     mode = normalize_from_options(normalize, raw)
+    check_paths(files, "FILE")
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:
