@@ -94,11 +94,11 @@ class WorkerPool:
 
     def died(self) -> WorkerDied:
         """The error for a pool broken by a worker's death, with how it died if known."""
-        # A broken pool ends all its workers; one that just died may not be reaped yet.
+        # A broken pool ends all its workers, which the executor's thread reaps: wait
+        # a little for their exit codes (read while that thread reaps, one reads None).
         deadline = time.monotonic() + 2
-        for p in self._workers:
-            if p.exitcode is None:
-                p.join(max(0.0, deadline - time.monotonic()))
+        while any(p.exitcode is None for p in self._workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
         codes = [p.exitcode for p in self._workers]
         # Once one worker died, the executor terminates the others (SIGTERM).
         killed = [c for c in codes if c is not None and c < 0]
