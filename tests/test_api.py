@@ -15,13 +15,81 @@ def test_every_exported_name_resolves() -> None:
             continue
         value = getattr(sif, name)
         source = getattr(importlib.import_module(sif._EXPORTS[name]), name)
-        if name == "fingerprint":
-            # The module sif.fingerprint shadows the function once imported; it forwards calls.
-            data = bytes(range(256)) * 8
-            assert (value(data) == source(data)).all()
-            continue
         # Each name resolves to the object of the module it is exported from.
         assert value is source, name
+        assert not name.startswith("_"), name
+
+
+def test_all_is_sorted() -> None:
+    assert sif.__all__ == sorted(sif.__all__)
+
+
+def test_no_export_is_also_a_module_name() -> None:
+    # ``sif.walk`` and ``sif.fingerprint`` are modules: a function of the same name
+    # would be shadowed as soon as the module is imported.
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(sif.__path__)}
+    assert not modules & set(sif.__all__)
+
+
+def test_every_error_class_is_exported() -> None:
+    import inspect
+
+    import sif.errors
+
+    errors = {
+        name
+        for name, obj in vars(sif.errors).items()
+        if inspect.isclass(obj) and issubclass(obj, sif.errors.SifError)
+    }
+    assert errors >= {"SifError", "ConfigError", "IndexUnusable", "IndexCorrupt", "InputError"}
+    assert errors <= set(sif.__all__)
+
+
+def _sif_classes(hint: object) -> set[type]:
+    """The classes of sif named in a type hint (through unions, tuples, iterators...)."""
+    import typing
+
+    found: set[type] = set()
+    if isinstance(hint, type) and hint.__module__.startswith("sif."):
+        found.add(hint)
+    for arg in typing.get_args(hint):
+        found |= _sif_classes(arg)
+    return found
+
+
+def test_the_entry_points_their_arguments_and_results_are_exported() -> None:
+    """Every class a public function takes or returns (and their fields hold) is exported."""
+    import dataclasses
+    import inspect
+    import typing
+
+    for name in ("find_duplicates", "find_similar", "build_index", "query_files"):
+        assert name in sif.__all__, name
+    exported = {id(getattr(sif, n)) for n in sif.__all__ if n != "__version__"}
+    # Types a caller never needs to name: internal stores and per-entry details.
+    internal = {"IndexStore", "ParamSet", "Fingerprints"}
+    seen: set[type] = set()
+    todo: list[type] = []
+    for name in sif.__all__:
+        obj = getattr(sif, name, None)
+        if inspect.isfunction(obj):
+            hints = typing.get_type_hints(obj)
+            for hint in hints.values():
+                todo.extend(_sif_classes(hint))
+        elif dataclasses.is_dataclass(obj) and isinstance(obj, type):
+            todo.append(obj)
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if dataclasses.is_dataclass(cls):
+            for hint in typing.get_type_hints(cls).values():
+                todo.extend(_sif_classes(hint))
+    missing = sorted(c.__name__ for c in seen if id(c) not in exported)
+    assert [n for n in missing if n not in internal] == []
 
 
 def test_dupes_cli_does_not_import_numpy() -> None:

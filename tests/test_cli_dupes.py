@@ -73,8 +73,10 @@ def test_undecodable_and_newline_names_round_trip(tmp_path: Path) -> None:
     raw = os.fsencode(tmp_path) + b"/bad\xffname"
     write(raw, b"payload\n")
     write(tmp_path / "new\nline", b"payload\n")
-    code, out, _ = run("-q", str(tmp_path))
-    assert code == 1  # the bad name is a warning
+    code, out, err = run(str(tmp_path))
+    assert code == 0  # the bad name is a note: nothing was skipped
+    assert "sif: note: $'" in err and "name is not valid UTF-8 (shown escaped)" in err
+    assert "sif: warning" not in err and ", 0 warnings," in err
     assert b"$'" + os.fsencode(tmp_path) + b"/bad\\xffname'" in out
     assert b"$'" + os.fsencode(tmp_path) + b"/new\\nline'" in out
     # -0: raw bytes, NUL-terminated, a group ends with an extra NUL.
@@ -90,10 +92,21 @@ def test_undecodable_and_newline_names_round_trip(tmp_path: Path) -> None:
 
 def test_warning_names_path_and_cause_exit_1(tmp_path: Path) -> None:
     write(tmp_path / "x", b"1")
-    code, _, err = run(str(tmp_path), str(tmp_path / "missing"))
+    listed = f"{tmp_path}\n{tmp_path}/missing\n".encode()
+    code, _, err = run("--from-file", "-", input=listed)  # a stale list: a warning
     assert code == 1
     assert f"sif: warning: {tmp_path}/missing: vanished during the scan" in err
     assert "1 warnings" in err
+
+
+def test_null_with_json_or_csv_is_a_usage_error(tmp_path: Path) -> None:
+    tree(tmp_path)
+    for fmt in ("json", "csv"):
+        code, out, err = run("-0", "--format", fmt, str(tmp_path))
+        assert code == 2 and out == b""
+        assert f"-0 writes the names ending in NUL, not {fmt}" in err
+    code, out, _ = run("-0", "--format", "fdupes", "-q", str(tmp_path))
+    assert code == 0 and out.endswith(b"\0\0")
 
 
 def test_from_file_and_stdin_nul(tmp_path: Path) -> None:

@@ -99,12 +99,14 @@ def test_malformed_utf8_is_decoded_as_java_does(tmp_path: pathlib.Path) -> None:
 def test_unreadable_file_is_a_warning_and_the_others_go_on(tmp_path: pathlib.Path) -> None:
     a = tmp_path / "a.txt"
     a.write_text(prose(4))
-    missing = tmp_path / "missing.txt"
-    code, out, err = run(str(missing), str(tmp_path), str(a))
+    code, out, err = run(str(tmp_path), str(a))
     assert code == 1
     assert out == f"{checksum(prose(4))}  {a}\n"
-    assert f"{missing}: No such file or directory" in err
     assert f"{tmp_path}: Is a directory" in err
+    missing = tmp_path / "missing.txt"  # a FILE that does not exist: a usage error, no work
+    code, out, err = run(str(missing), str(a))
+    assert code == 2 and out == ""
+    assert f"FILE {missing}: no such file or directory" in err
 
 
 def test_undecodable_name_is_escaped(tmp_path: pathlib.Path) -> None:

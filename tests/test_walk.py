@@ -156,18 +156,53 @@ def test_read_path_list_lines_and_nul() -> None:
     assert [os.fsencode(p) for p in read_path_list(io.BytesIO(nul), nul=True)] == [b"x\ny", b"z"]
 
 
-def test_one_file_system() -> None:
-    # /dev/shm is a tmpfs mounted under /dev; -x must not descend into it.
-    if not os.path.ismount("/dev/shm") or not os.path.isdir("/dev"):
-        pytest.fail("this test needs /dev/shm mounted under /dev")
-    fd, name = tempfile.mkstemp(dir="/dev/shm", prefix="sif-test-")
-    try:
-        os.write(fd, b"x")
-        os.close(fd)
-        assert name in scan("/dev")[0]
-        assert name not in scan("/dev", one_file_system=True)[0]
-    finally:
-        os.unlink(name)
+ONE_FILE_SYSTEM = r"""
+import json, sys
+from sif.walk import WalkOptions, walk
+top = sys.argv[1]
+print(json.dumps({
+    "all": sorted(r.path for r in walk([top])),
+    "x": sorted(r.path for r in walk([top], WalkOptions(one_file_system=True))),
+}))
+"""
+
+
+def test_one_file_system(tmp_path: Path) -> None:
+    """-x does not descend into a file system mounted under the root (a tmpfs made here)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    assert os.geteuid() == 0, "this test needs root (CI runs as root): it mounts a tmpfs"
+    assert shutil.which("unshare"), "this test needs unshare (util-linux)"
+    write(tmp_path / "top/here", b"x")
+    (tmp_path / "top/mnt").mkdir()
+    # A mount namespace of its own: the tmpfs is never seen outside, nor left behind.
+    script = 'mount -t tmpfs sif-test "$1/mnt" && echo y > "$1/mnt/there" && exec "$2" -c "$3" "$1"'
+    out = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            str(tmp_path / "top"),
+            sys.executable,
+            ONE_FILE_SYSTEM,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    here, there = str(tmp_path / "top/here"), str(tmp_path / "top/mnt/there")
+    assert got == {"all": [here, there], "x": [here]}
+    assert os.listdir(tmp_path / "top/mnt") == []  # outside the namespace: nothing mounted
 
 
 def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +222,7 @@ def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.Mo
     try:
         shared, pstats = parallel_walk([tmp_path], WalkOptions(), pool=pool, jobs=2)
     finally:
-        pool.terminate()
+        pool.shutdown()
     assert len(serial) == 6 * 30 * 3 + 1
     assert sorted(shared.paths) == sorted(serial.paths)
     assert pstats.files == stats.files
@@ -243,7 +278,7 @@ def pool() -> Iterator[object]:
     try:
         yield p
     finally:
-        p.terminate()
+        p.shutdown()
 
 
 def serial_and_parallel(

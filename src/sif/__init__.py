@@ -16,41 +16,127 @@ _EXPORTS = {
     "Group": "sif.exact",
     "Replica": "sif.exact",
     "DupesStats": "sif.exact",
-    "FileRecord": "sif.walk",
+    "find_similar": "sif.similar",
+    "SimilarOptions": "sif.similar",
+    "SimilarResult": "sif.similar",
+    "SimilarPair": "sif.similar",
+    "SimilarFile": "sif.similar",
+    "SimilarGroup": "sif.similar",
+    "GroupMember": "sif.similar",
+    "SimilarSet": "sif.similar",
+    "SimilarStats": "sif.similar",
+    "build_index": "sif.index",
+    "IndexStats": "sif.index",
+    "open_reader": "sif.index",
+    "IndexReader": "sif.index",
+    "default_index_path": "sif.index",
+    "query_files": "sif.query",
+    "QueryResult": "sif.query",
+    "Match": "sif.query",
+    "FileRecord": "sif.records",
+    "RecordColumns": "sif.records",
     "WalkOptions": "sif.walk",
+    "ContentOptions": "sif.content",
     "ScanWarning": "sif.events",
+    "Progress": "sif.events",
     "SifError": "sif.errors",
+    "ConfigError": "sif.errors",
+    "IndexUnusable": "sif.errors",
+    "IndexCorrupt": "sif.errors",
+    "IndexInUse": "sif.errors",
+    "IndexParamsMismatch": "sif.errors",
+    "InputError": "sif.errors",
+    "OutOfMemory": "sif.errors",
+    "WorkerDied": "sif.errors",
     "checksum": "sif.core.fuzzysum",
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
-    "fingerprint": "sif.fingerprint",
     "fingerprint_file": "sif.fingerprint",
+    "FingerprintParams": "sif.fingerprint",
+    "AnchorSet": "sif.fingerprint",
+    "make_params": "sif.fingerprint",
 }
+"""Public name -> the module it comes from (imported on first use)."""
 
 __all__ = [
+    "AnchorSet",
+    "ConfigError",
+    "ContentOptions",
     "DupesStats",
     "FileRecord",
+    "FingerprintParams",
     "Group",
+    "GroupMember",
+    "IndexCorrupt",
+    "IndexInUse",
+    "IndexParamsMismatch",
+    "IndexReader",
+    "IndexStats",
+    "IndexUnusable",
+    "InputError",
+    "Match",
+    "OutOfMemory",
+    "Progress",
+    "QueryResult",
+    "RecordColumns",
     "Replica",
     "ScanWarning",
     "SifError",
+    "SimilarFile",
+    "SimilarGroup",
+    "SimilarOptions",
+    "SimilarPair",
+    "SimilarResult",
+    "SimilarSet",
+    "SimilarStats",
     "WalkOptions",
+    "WorkerDied",
     "__version__",
+    "build_index",
     "checksum",
     "checksum_v2",
     "compare_v2",
+    "default_index_path",
     "find_duplicates",
-    "fingerprint",
+    "find_similar",
     "fingerprint_file",
+    "make_params",
+    "open_reader",
+    "query_files",
 ]
 
 if TYPE_CHECKING:
+    from sif.content import ContentOptions
     from sif.core.fuzzysum import checksum, checksum_v2, compare_v2
-    from sif.errors import SifError
-    from sif.events import ScanWarning
+    from sif.errors import (
+        ConfigError,
+        IndexCorrupt,
+        IndexInUse,
+        IndexParamsMismatch,
+        IndexUnusable,
+        InputError,
+        OutOfMemory,
+        SifError,
+        WorkerDied,
+    )
+    from sif.events import Progress, ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
-    from sif.fingerprint import fingerprint, fingerprint_file
-    from sif.walk import FileRecord, WalkOptions
+    from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
+    from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
+    from sif.query import Match, QueryResult, query_files
+    from sif.records import FileRecord, RecordColumns
+    from sif.similar import (
+        GroupMember,
+        SimilarFile,
+        SimilarGroup,
+        SimilarOptions,
+        SimilarPair,
+        SimilarResult,
+        SimilarSet,
+        SimilarStats,
+        find_similar,
+    )
+    from sif.walk import WalkOptions
 
 
 def __getattr__(name: str) -> Any:

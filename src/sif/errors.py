@@ -9,7 +9,8 @@
     │   ├── IndexInUse          another process writes the index
     │   └── IndexParamsMismatch the index holds fingerprints made with other parameters
     ├── InputError              an input (a report, an anchor file, a digest list) is unreadable
-    └── OutOfMemory             a memory limit (``--memory-limit``) is too small for the work
+    ├── OutOfMemory             a memory limit (``--memory-limit``) is too small for the work
+    └── WorkerDied              a worker process died (the OOM killer, a signal): the run stopped
 
 Per-file problems met during a scan are never raised to the caller: they are
 :class:`sif.events.ScanWarning` values handed to the ``on_warning`` callback.
@@ -50,3 +51,7 @@ class InputError(SifError):
 
 class OutOfMemory(SifError):
     """The work does not fit under the memory limit it was given, even spilling to disk."""
+
+
+class WorkerDied(SifError):
+    """A worker process died (killed by the OOM killer or a signal): the run stopped."""

@@ -14,10 +14,16 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class ScanWarning:
-    """A per-file problem: the scan skipped ``path`` (or part of it) because of ``cause``."""
+    """A per-file problem: the scan skipped ``path`` (or part of it) because of ``cause``.
+
+    ``skipped`` is false for a note that skips nothing (a name that is not
+    valid UTF-8, shown escaped): the CLI prints it but does not count it as a
+    warning (exit status 1 means some paths were skipped).
+    """
 
     path: str
     cause: str
+    skipped: bool = True
 
     def __str__(self) -> str:
         return f"{display_path(self.path)}: {self.cause}"

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import types
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -639,19 +637,3 @@ def learn_anchors_from_files(
         return learn_anchors(samples, length=length, density=density)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`fingerprint`.
-
-    ``sif.fingerprint`` names both this module and the public function; once
-    the module is imported, the import system binds the name to the module,
-    so the module itself forwards calls: ``sif.fingerprint(data)`` works
-    whichever was imported first.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> U64:
-        return fingerprint(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

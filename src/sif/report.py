@@ -9,7 +9,7 @@ keep their exact bytes where a format allows it:
 - ``json`` writes valid UTF-8 JSON; an undecodable byte ``0xNN`` appears as
   the escape ``\\udcNN``, which Python's ``json.loads`` and ``os.fsencode``
   turn back into the original byte;
-- ``csv`` writes raw bytes in quoted fields (RFC 4180);
+- ``csv`` writes raw bytes in quoted fields (RFC 4180), booleans as ``true``/``false``;
 - with ``nul=True`` (``-0``), names are raw bytes ending in NUL and groups
   end with an extra NUL, as ``jdupes -0`` does.
 """
@@ -39,6 +39,11 @@ def json_line(obj: object) -> bytes:
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.encode("utf-8") + b"\n"
+
+
+def csv_row(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` for a csv writer: booleans as ``true``/``false``, as in json (not ``True``)."""
+    return {k: ("true" if v else "false") if isinstance(v, bool) else v for k, v in record.items()}
 
 
 def human_size(n: int) -> str:
@@ -181,7 +186,7 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
         w.writeheader()
         for q in results:
             for m in q.matches:
-                w.writerow(_query_record(q, m))
+                w.writerow(csv_row(_query_record(q, m)))
         text.flush()
         text.detach()
     else:
@@ -294,7 +299,7 @@ def write_similar(result: Any, out: BinaryIO, fmt: str) -> None:
         w = csv.DictWriter(text, fieldnames=_SIMILAR_FIELDS)
         w.writeheader()
         for p in result.pairs:
-            w.writerow(_similar_record(p))
+            w.writerow(csv_row(_similar_record(p)))
         text.flush()
         text.detach()
     else:

@@ -216,9 +216,9 @@ class Walker:
         self._min = lo
         self._max = self.options.max_size
 
-    def _warn(self, path: str, cause: str) -> None:
-        self.stats.warnings += 1
-        self.on_warning(ScanWarning(path, cause))
+    def _warn(self, path: str, cause: str, skipped: bool = True) -> None:
+        self.stats.warnings += skipped
+        self.on_warning(ScanWarning(path, cause, skipped))
 
     def _keep(self, name: str, path: str, st: os.stat_result) -> bool:
         size = st.st_size
@@ -274,7 +274,7 @@ class Walker:
             seen.add(path)
             warnings: list[ScanWarning] = []
             if not _valid_utf8(path):
-                warnings.append(ScanWarning(path, "name is not valid UTF-8 (shown escaped)"))
+                warnings.append(ScanWarning(path, "name is not valid UTF-8 (shown escaped)", False))
             st: os.stat_result | None = None
             link = False
             try:
@@ -328,7 +328,7 @@ class Walker:
         file_roots: list[tuple[str, os.stat_result, bool]] = []
         for path, st, warnings, link in roots:
             for w in warnings:
-                self._warn(w.path, w.cause)
+                self._warn(w.path, w.cause, w.skipped)
             if st is None:
                 continue
             if stat.S_ISREG(st.st_mode):
@@ -353,7 +353,7 @@ class Walker:
                 stats.symlinks_skipped += n_links
                 stats.special += n_special
                 for w in d.warnings:
-                    self._warn(w.path, w.cause)
+                    self._warn(w.path, w.cause, w.skipped)
                 yield d
                 keys = d.keys
                 prefix = dirpath if dirpath.endswith("/") else dirpath + "/"  # as os.path.join
@@ -417,7 +417,7 @@ class Walker:
                         continue
                     if not name.isascii() and not _valid_utf8(name):
                         warnings.append(
-                            ScanWarning(path, "name is not valid UTF-8 (shown escaped)")
+                            ScanWarning(path, "name is not valid UTF-8 (shown escaped)", False)
                         )
                     try:
                         if entry.is_symlink():
@@ -545,7 +545,7 @@ def parallel_walk(
 ) -> tuple[RecordColumns, WalkStats]:
     """The walk of :func:`walk` as columns, shared by this process and a pool's workers.
 
-    ``pool`` is a :class:`multiprocessing.pool.Pool` of ``jobs - 1`` workers,
+    ``pool`` is a :class:`sif.executors.WorkerPool` of ``jobs - 1`` workers,
     or ``None`` to walk here alone. The records are exactly those of the
     serial walk: the processes only read directories ahead, in small batches
     (what a batch leaves unread returns to the queue, so no process sits on a
@@ -662,11 +662,9 @@ def _read_ahead(
 
     while pending or inflight:
         while pending and len(inflight) < 2 * (jobs - 1):
-            inflight.append(
-                pool.apply_async(_read_some, (walker.options, take(), stop, BATCH_DIRS))
-            )
-        while inflight and inflight[0].ready():
-            merge(inflight.popleft().get())
+            inflight.append(pool.submit(_read_some, walker.options, take(), stop, BATCH_DIRS))
+        while inflight and inflight[0].done():
+            merge(inflight.popleft().result())
         if pending:
             batch = take()  # before naming `pending`: take() rebinds it
             before = len(cols)
@@ -677,7 +675,7 @@ def _read_ahead(
             pending.extend(left)
             advance(len(cols) - before)
         elif inflight:
-            merge(inflight.popleft().get())
+            merge(inflight.popleft().result())
     return ahead, twice
 
 

@@ -9,6 +9,7 @@ modules of their own and are imported only when run (or listed by
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -36,6 +37,13 @@ class LazyGroup(click.Group):
             module, attr = COMMANDS[cmd_name].split(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Every command runs under the last-resort handlers (Ctrl-C: exit 130;
+        # an unexpected exception: one line, exit 3), see sif.cli.common.
+        from sif.cli.common import run_guarded
+
+        return run_guarded(lambda: super(LazyGroup, self).invoke(ctx))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

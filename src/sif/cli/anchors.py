@@ -11,6 +11,7 @@ from sif.cli.common import (
     EXIT_OK,
     EXIT_WARNINGS,
     WarningCounter,
+    check_output_file,
     collect_roots,
     fail_cleanly,
     quiet_option,
@@ -101,6 +102,7 @@ def learn(
     from sif.fingerprint import learn_anchors_from_files, save_anchors
     from sif.walk import Walker, WalkOptions
 
+    check_output_file(output)
     roots = collect_roots(paths, from_file, null)
     warnings = WarningCounter(quiet)
     filters["include"] = tuple(filters["include"])

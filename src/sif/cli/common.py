@@ -3,43 +3,61 @@
 Exit status, for every command:
 
 - 0: the command did all its work;
-- 1: it finished, but some paths were skipped with a warning on stderr;
-- 2: usage error (bad option or argument), nothing was done;
-- 3: fatal error (an unusable index or input), named on stderr.
+- 1: it finished, but some paths were skipped with a warning on stderr (a note,
+  such as a name shown escaped, skips nothing and does not count);
+- 2: usage error (bad option or argument, a PATH that does not exist), nothing was done;
+- 3: fatal error (an unusable index or input, a worker process that died), named on stderr;
+- 130: interrupted (Ctrl-C): stopped quietly; the index keeps its last committed state.
+
+An unexpected exception is one line on stderr and exit 3; ``SIF_DEBUG=1`` adds
+the traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import click
 
 from sif.errors import ConfigError, SifError
-from sif.events import ScanWarning
+from sif.events import ScanWarning, display_path
 
 EXIT_OK = 0
 EXIT_WARNINGS = 1
 EXIT_USAGE = 2
 EXIT_FATAL = 3
+EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class WarningCounter:
-    """A warning sink that prints each warning on stderr and counts them."""
+    """A warning sink that prints each warning on stderr and counts those that skipped a path.
+
+    ``count`` (what sets exit status 1) counts the warnings that skipped
+    something; a note (``ScanWarning.skipped`` false, such as a name shown
+    escaped) is printed as ``sif: note:`` and not counted.
+    """
 
     def __init__(self, quiet: bool = False) -> None:
         self.count = 0
         self.quiet = quiet
 
     def __call__(self, warning: ScanWarning) -> None:
-        self.count += 1
+        if warning.skipped:
+            self.count += 1
         if not self.quiet:
-            click.echo(f"sif: warning: {warning}", err=True)
+            kind = "warning" if warning.skipped else "note"
+            click.echo(f"sif: {kind}: {warning}", err=True)
 
 
 def fail_cleanly(func: F) -> F:
@@ -55,11 +73,112 @@ def fail_cleanly(func: F) -> F:
             click.echo(f"sif: error: {exc}", err=True)
             sys.exit(EXIT_FATAL)
         except BrokenPipeError:
-            # The reader went away (``sif dupes | head``): stop quietly, like coreutils.
-            sys.stderr.close()
-            sys.exit(EXIT_OK)
+            _stop_broken_pipe()
 
     return wrapper  # type: ignore[return-value]
+
+
+def run_guarded(func: Callable[[], Any]) -> Any:
+    """Run a command with the last-resort handlers: Ctrl-C, a closed pipe, any exception.
+
+    Ctrl-C stops quietly with exit 130 (whatever the exception it turned into
+    on its way up, DuckDB's interrupt for one). An exception that no command
+    maps (a bug, a damaged file nobody checked) is one line and exit 3; with
+    ``SIF_DEBUG=1`` in the environment, its traceback follows. Click's own
+    exceptions (usage errors, exits) pass through.
+    """
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return func()
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _stop_broken_pipe()
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except SifError as exc:
+        click.echo(f"sif: error: {exc}", err=True)
+        sys.exit(EXIT_FATAL)
+    except Exception as exc:  # the last resort: one line, never a traceback
+        if interrupted.is_set():
+            sys.exit(EXIT_INTERRUPTED)
+        click.echo(f"sif: error: {describe_exception(exc)}", err=True)
+        if os.environ.get("SIF_DEBUG"):
+            traceback.print_exc()
+        else:
+            click.echo("sif: (SIF_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(EXIT_FATAL)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _stop_broken_pipe() -> None:
+    # The reader went away (``sif dupes | head``): stop quietly, like coreutils.
+    sys.stderr.close()
+    sys.exit(EXIT_OK)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for an exception no command expected: the path and the cause when known."""
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    if isinstance(exc, OSError):
+        cause = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            cause = "no space left on device"
+        if exc.filename is not None:
+            return f"{display_path(os.fsdecode(exc.filename))}: {cause}"
+        return cause
+    text = " ".join(str(exc).split()) or "(no message)"
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}"
+
+
+def check_paths(paths: Iterable[str], what: str = "PATH") -> None:
+    """A usage error for the first of ``paths`` that does not exist (``-`` is stdin).
+
+    Checked before any work, so that a typo creates nothing (no index
+    directory, no lock). A path that exists but cannot be read is left to the
+    command, which skips it with a warning.
+    """
+    for path in paths:
+        if path == "-":
+            continue
+        try:
+            os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise click.UsageError(
+                f"{what} {display_path(path)}: no such file or directory"
+            ) from None
+        except OSError:
+            pass  # the command's walk names it as a warning
+        except ValueError:  # an embedded NUL
+            raise click.UsageError(f"{what} {display_path(path)}: not a valid path") from None
+
+
+def check_output_file(path: str) -> None:
+    """A usage error when ``path`` cannot be written: its directory is missing or read-only."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise click.UsageError(f"{display_path(path)}: is a directory")
+    if not os.path.isdir(parent):
+        raise click.UsageError(f"{display_path(path)}: no such directory {display_path(parent)}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise click.UsageError(
+            f"{display_path(path)}: directory {display_path(parent)} is not writable"
+        )
 
 
 def format_option(*choices: str, default: str = "text") -> Callable[[F], F]:
@@ -158,9 +277,15 @@ def walk_options(func: F) -> F:
 
 
 def collect_roots(paths: tuple[str, ...], from_file: Any, null: bool) -> list[str]:
-    """The command-line paths followed by those of ``--from-file``; at least one."""
+    """The command-line paths followed by those of ``--from-file``; at least one.
+
+    A command-line path that does not exist is a usage error; a path of
+    ``--from-file`` that does not exist is skipped with a warning by the walk
+    (the list may be older than the tree).
+    """
     from sif.walk import read_path_list
 
+    check_paths(paths)
     roots = list(paths)
     if from_file is not None:
         roots.extend(read_path_list(from_file, nul=null))
@@ -169,43 +294,123 @@ def collect_roots(paths: tuple[str, ...], from_file: Any, null: bool) -> list[st
     return roots
 
 
+def progress_amount(completed: float, total: float | None, unit: str) -> str:
+    """The amount shown beside a stage's bar: ``"12.0 MiB/1.5 GiB"``, ``"1,234 files"``.
+
+    Bytes are in binary units (as in the summaries); other units are counts.
+    A stage without a total shows what is done so far (nothing before the
+    first unit: its spinner says it works).
+    """
+    from sif.report import human_size
+
+    def amount(n: float) -> str:
+        return human_size(int(n)) if unit == "bytes" else f"{int(n):,}"
+
+    if total is None:
+        if not completed:
+            return ""
+        return amount(completed) if unit == "bytes" else f"{amount(completed)} {unit}"
+    done = f"{amount(completed)}/{amount(total)}"
+    return done if unit == "bytes" else f"{done} {unit}"
+
+
+_ACTIVE: list[StderrProgress] = []
+"""The progress bars whose refresh thread runs (paused across a fork)."""
+
+
+def _pause_refresh() -> None:
+    for bar in _ACTIVE:
+        bar._gate.acquire()
+
+
+def _resume_refresh() -> None:
+    for bar in _ACTIVE:
+        bar._gate.release()
+
+
+def _forget_refresh() -> None:
+    _ACTIVE.clear()  # a forked child has no refresh thread (and never draws)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_pause_refresh, after_in_parent=_resume_refresh, after_in_child=_forget_refresh
+    )
+
+
 class StderrProgress:
-    """A rich progress bar on stderr (only when stderr is a terminal)."""
+    """A rich progress bar on stderr (only when stderr is a terminal).
+
+    A stage with a total shows a bar and its amount (bytes in KiB, MiB...);
+    one without shows a spinner and the count so far. The bar is redrawn ten
+    times a second by a thread of its own, which holds no lock while the
+    library forks its workers (``os.register_at_fork``): a worker never
+    inherits the terminal's lock mid-write, whenever it is forked.
+    """
 
     def __init__(self) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
-            MofNCompleteColumn,
             Progress,
+            ProgressColumn,
+            SpinnerColumn,
+            Task,
             TextColumn,
             TimeElapsedColumn,
         )
+        from rich.text import Text
+
+        class BarOrSpinner(ProgressColumn):
+            def __init__(self) -> None:
+                super().__init__()
+                self.bar, self.spinner = BarColumn(), SpinnerColumn()
+
+            def render(self, task: Task) -> Any:
+                return self.spinner.render(task) if task.total is None else self.bar.render(task)
+
+        class Amount(ProgressColumn):
+            def render(self, task: Task) -> Text:
+                unit = task.fields.get("unit", "files")
+                return Text(progress_amount(task.completed, task.total, unit))
 
         self._console = Console(stderr=True)
         self._progress = Progress(
             TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
+            BarOrSpinner(),
+            Amount(),
             TimeElapsedColumn(),
             console=self._console,
             transient=True,
+            auto_refresh=False,
         )
         self._task: Any = None
         self._started = False
         self._pending = 0
         self._next = 0.0
+        self._gate = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._gate:
+                if not self._stop.is_set():
+                    self._progress.refresh()
 
     def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
         if not self._started:
-            # Started at the first stage, not before: the library forks its workers
-            # first, and a fork must not copy the bar's refresh thread mid-write.
             self._started = True
             self._progress.start()
+            _ACTIVE.append(self)
+            self._thread = threading.Thread(
+                target=self._refresh_loop, name="sif-progress", daemon=True
+            )
+            self._thread.start()
         if self._task is not None:
             self._progress.remove_task(self._task)
         self._pending = 0
-        self._task = self._progress.add_task(f"{name} ({unit})", total=total)
+        self._task = self._progress.add_task(name, total=total, unit=unit)
 
     def advance(self, amount: int = 1) -> None:
         # Called once per file read: hand rich the sum ten times a second, not each call.
@@ -221,7 +426,13 @@ class StderrProgress:
 
     def close(self) -> None:
         if self._started:
+            self._stop.set()
+            if self._thread is not None:
+                self._thread.join()
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
             self._progress.stop()
+            self._started = False
 
 
 def make_progress(quiet: bool) -> Any:

@@ -55,8 +55,16 @@ def dupes(
     as redundant. Empty files are left out (--empty), symbolic links are not
     followed (-L) and hidden files are included (--no-hidden).
 
-    Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
+    With -0, the names are printed raw, each ending in NUL, a group ending in
+    an extra NUL (text and fdupes formats; -0 with json or csv is an error).
+
+    Exit status: 0 done, 1 some files skipped (warnings), 2 usage error, 3 fatal
+    error, 130 interrupted.
     """
+    if null and fmt in ("json", "csv"):
+        raise click.UsageError(
+            f"-0 writes the names ending in NUL, not {fmt}: give -0 or --format {fmt}"
+        )
     roots = collect_roots(paths, from_file, null)
     warnings = WarningCounter(quiet)
     stats = DupesStats()

@@ -11,6 +11,7 @@ from sif.cli.common import (
     EXIT_OK,
     EXIT_WARNINGS,
     WarningCounter,
+    check_paths,
     fail_cleanly,
     format_option,
     quiet_option,
@@ -158,6 +159,7 @@ def fuzzysum(
     Exit status: 0 done, 1 done with warnings (unreadable files), 2 usage error, 3 fatal
     error (an unusable digest list).
     """
+    check_paths(files + (compare or ()), "FILE")
     warn = WarningCounter(quiet)
     if compare is not None:
         if files or known_list:

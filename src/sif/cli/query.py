@@ -10,6 +10,7 @@ from sif.cli.common import (
     EXIT_OK,
     EXIT_WARNINGS,
     WarningCounter,
+    check_paths,
     fail_cleanly,
     format_option,
     quiet_option,
@@ -95,6 +96,7 @@ def query(
 
     params, _ = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
     mode = normalize_from_options(normalize, raw)
+    check_paths(files, "FILE")
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:

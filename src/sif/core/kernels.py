@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
+from sif.core.jitcache import njit  # numba's, with a cache this user can write
 from sif.core.rolling import FMIX_C1, FMIX_C2, U8, U64
 
 I64 = npt.NDArray[np.int64]

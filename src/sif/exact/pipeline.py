@@ -787,7 +787,7 @@ def find_duplicates(
         groups = finder.run(cols, pool)
     finally:
         if pool is not None:
-            pool.terminate()
+            pool.shutdown()
     if archives:
         groups = iter(_with_members(groups, cols, options, on_warning, stats))
     stats.seconds = time.monotonic() - start

@@ -4,30 +4,144 @@ With ``jobs`` cores, ``jobs - 1`` workers are forked and this process works
 too, so that no core idles and no extra interpreter is paid for (each Python
 process costs its own resident memory). Workers are forked early, while this
 process is small, and exchange only compact values (columns, indices).
+
+A worker that dies (the OOM killer, a signal) breaks the pool: every task
+still in flight, and any later one, raises :class:`sif.errors.WorkerDied`
+instead of waiting forever. Workers ignore SIGINT: Ctrl-C reaches the whole
+process group, and only this process stops the run (its caller shuts the
+pool down, which ends the workers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import signal
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Generic, TypeVar
+
+from sif.errors import WorkerDied
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def fork_pool(jobs: int) -> Any:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _nothing() -> None:
+    """The task that makes the pool fork its workers."""
+
+
+class Task(Generic[R]):
+    """A task submitted to a :class:`WorkerPool`: a future whose worker may die."""
+
+    __slots__ = ("_future", "_pool")
+
+    def __init__(self, future: Future[R], pool: WorkerPool) -> None:
+        self._future = future
+        self._pool = pool
+
+    def done(self) -> bool:
+        """Whether the result (or its error) is there; never blocks."""
+        return self._future.done()
+
+    def result(self) -> R:
+        """The task's value; raises what it raised, or :class:`WorkerDied`."""
+        try:
+            return self._future.result()
+        except BrokenProcessPool:
+            raise self._pool.died() from None
+
+
+class WorkerPool:
+    """``processes`` forked workers (a :class:`ProcessPoolExecutor` that forks them all now).
+
+    ``submit(func, *args)`` gives a :class:`Task` (``done()``, ``result()``);
+    ``shutdown()`` ends the workers, killing those still at work unless
+    ``cancel=False`` (then they finish what they hold). Also a context manager.
+    """
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._executor = ProcessPoolExecutor(
+            processes,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_ignore_sigint,
+        )
+        # A fork context forks every worker at the first submit: do it now, while
+        # this process holds no lock and no open index. SIGINT stays blocked
+        # until the workers ignore it (a Ctrl-C then reaches this process only).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self._executor.submit(_nothing).result()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        # The worker processes, to tell how one died (the executor keeps no record).
+        self._workers = list(getattr(self._executor, "_processes", {}).values())
+
+    def submit(self, func: Callable[..., R], /, *args: Any) -> Task[R]:
+        try:
+            return Task(self._executor.submit(func, *args), self)
+        except BrokenProcessPool:
+            raise self.died() from None
+
+    def died(self) -> WorkerDied:
+        """The error for a pool broken by a worker's death, with how it died if known."""
+        # A broken pool ends all its workers, which the executor's thread reaps: wait
+        # a little for their exit codes (read while that thread reaps, one reads None).
+        deadline = time.monotonic() + 2
+        while any(p.exitcode is None for p in self._workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        codes = [p.exitcode for p in self._workers]
+        # Once one worker died, the executor terminates the others (SIGTERM).
+        killed = [c for c in codes if c is not None and c < 0]
+        killed.sort(key=lambda c: c == -signal.SIGTERM)
+        exited = [c for c in codes if c is not None and c > 0]
+        if killed:
+            how = f"killed by signal {-killed[0]}"
+            if -killed[0] == signal.SIGKILL:
+                how += ": out of memory?"
+            else:
+                with contextlib.suppress(ValueError):  # a signal without a name
+                    how += f" ({signal.Signals(-killed[0]).name})"
+            return WorkerDied(f"a worker process died ({how})")
+        if exited:
+            return WorkerDied(f"a worker process died (exit status {exited[0]})")
+        return WorkerDied("a worker process died")
+
+    def shutdown(self, cancel: bool = True) -> None:
+        """End the workers and wait for them: at once with ``cancel``, else after their tasks."""
+        if cancel:
+            for p in self._workers:
+                if p.exitcode is None:
+                    p.terminate()
+        self._executor.shutdown(wait=True, cancel_futures=cancel)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def fork_pool(jobs: int) -> WorkerPool | None:
     """A pool of ``jobs - 1`` forked workers, or ``None`` for one job or no ``fork``."""
     if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
-    return multiprocessing.get_context("fork").Pool(jobs - 1)
+    return WorkerPool(jobs - 1)
 
 
 def shared_map(
     func: Callable[[T], R],
     items: Iterable[T],
-    pool: Any,
+    pool: WorkerPool | None,
     local: Callable[[T], R] | None = None,
 ) -> Iterator[tuple[int, R]]:
     """``(index, func(item))`` for every item, in completion order.
@@ -35,7 +149,8 @@ def shared_map(
     Each worker of ``pool`` keeps two items queued; this process runs the
     rest itself with ``local`` (default ``func``), so the work balances
     between them. Items are drawn from ``items`` only as they are needed.
-    With ``pool`` ``None``, everything runs here, in order.
+    With ``pool`` ``None``, everything runs here, in order. Raises
+    :class:`sif.errors.WorkerDied` when a worker dies.
     """
     run_here = local or func
     it = enumerate(items)
@@ -43,8 +158,8 @@ def shared_map(
         for i, item in it:
             yield i, run_here(item)
         return
-    queued = 2 * pool._processes
-    inflight: deque[tuple[int, Any]] = deque()
+    queued = 2 * pool.processes
+    inflight: deque[tuple[int, Task[R]]] = deque()
     exhausted = False
     while True:
         while not exhausted and len(inflight) < queued:
@@ -52,15 +167,15 @@ def shared_map(
             if nxt is None:
                 exhausted = True
             else:
-                inflight.append((nxt[0], pool.apply_async(func, (nxt[1],))))
-        while inflight and inflight[0][1].ready():
+                inflight.append((nxt[0], pool.submit(func, nxt[1])))
+        while inflight and inflight[0][1].done():
             i, res = inflight.popleft()
-            yield i, res.get()
+            yield i, res.result()
         nxt = None if exhausted else next(it, None)
         if nxt is not None:
             yield nxt[0], run_here(nxt[1])
         elif inflight:
             i, res = inflight.popleft()
-            yield i, res.get()
+            yield i, res.result()
         else:
             return

@@ -306,7 +306,7 @@ def build_index(
         progress.stage("verifying", None)
         store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
-        cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs)
+        cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs, progress)
         stats.walk_digest = cols.digest()
         stats.walked = cols
         known = store.known_columns(pset)
@@ -354,8 +354,7 @@ def build_index(
         store.finish(pset, roots=abs_roots)
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown()
         if own_store and store is not None:
             store.close()
         _PARAMS, _ANCHORS, _CONTENT = None, None, None

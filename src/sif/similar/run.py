@@ -329,8 +329,7 @@ def find_similar(
         )
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown()
 
 
 def _find(
@@ -478,11 +477,10 @@ def _reuse_unchanged(
     pool = fork_pool(jobs)  # forked before the store is opened: no inherited lock
     try:
         skipping = skip_index_dir(walk or WalkOptions(), location)
-        walked, _ = parallel_walk(root_list, skipping, warnings.append, pool, jobs)
+        walked, _ = parallel_walk(root_list, skipping, warnings.append, pool, jobs, progress)
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown()
     digest = walked.digest()
     try:
         store = DuckStore(location, read_only=True, wait=wait)

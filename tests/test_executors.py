@@ -1,0 +1,87 @@
+"""The worker pool: a worker that dies ends the run with WorkerDied, within seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sif.errors import WorkerDied
+from sif.executors import WorkerPool, fork_pool, shared_map
+
+MAIN = os.getpid()
+
+
+@pytest.fixture
+def watchdog() -> Iterator[None]:
+    """Fail, instead of hanging forever, if the test takes over 60 s."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError("the run hung")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(60)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def square_or_die(x: int) -> int:
+    """``x * x``; a worker (not this process) asked for 3 kills itself, as the OOM killer would."""
+    if x == 3 and os.getpid() != MAIN:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.01)
+    return x * x
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def test_shared_map_gives_every_result() -> None:
+    pool = fork_pool(3)
+    assert isinstance(pool, WorkerPool) and pool.processes == 2
+    try:
+        got = dict(shared_map(square, range(200), pool))
+    finally:
+        pool.shutdown()
+    assert got == {i: i * i for i in range(200)}
+    assert fork_pool(1) is None
+    assert list(shared_map(square, [2, 5], None)) == [(0, 4), (1, 25)]
+
+
+def test_a_killed_worker_raises_worker_died_within_seconds(watchdog: None) -> None:
+    pool = fork_pool(3)
+    assert pool is not None
+    started = time.monotonic()
+    try:
+        # The workers get the first items: item 3 is one of theirs.
+        with pytest.raises(WorkerDied, match=r"^a worker process died \(killed by signal 9: out"):
+            list(shared_map(square_or_die, range(100), pool, local=square))
+    finally:
+        pool.shutdown()
+    assert time.monotonic() - started < 10
+    with pytest.raises(WorkerDied):  # the pool stays broken: no later task waits forever
+        pool.submit(square, 2).result()
+
+
+def test_shutdown_ends_busy_workers_at_once(watchdog: None) -> None:
+    with WorkerPool(2) as pool:
+        tasks = [pool.submit(time.sleep, 30) for _ in range(2)]
+        started = time.monotonic()
+    assert time.monotonic() - started < 10
+    assert all(t.done() for t in tasks)
+
+
+def test_workers_ignore_sigint(watchdog: None) -> None:
+    """Ctrl-C reaches the whole process group: only the parent may stop the run."""
+    with WorkerPool(1) as pool:
+        pid = pool.submit(os.getpid).result()
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.2)
+        assert pool.submit(square, 7).result() == 49
