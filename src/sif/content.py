@@ -687,22 +687,60 @@ def _cause(exc: BaseException) -> str:
     return f"corrupt: {text}" if not isinstance(exc, OSError) or exc.errno is None else text
 
 
+def total_bound(options: ContentOptions, size: int) -> int:
+    """The most bytes that one file of ``size`` bytes may produce, at all depths.
+
+    ``options.max_ratio`` times its size (at least ``options.ratio_floor``),
+    and never more than ``options.max_total_bytes``: an archive whose
+    entries overlap or repeat one member cannot expand much more than its
+    bytes allow.
+    """
+    return min(options.max_total_bytes, max(options.ratio_floor, options.max_ratio * size))
+
+
+@dataclass
+class ContentStats:
+    """What :func:`entries` did for one file; the caller may pass one in to count the cost.
+
+    - ``expanded``: bytes produced by decompression, at all depths: of compressed
+      files and members, zip members, sparse tar members (other tar members are
+      bytes of the layer below);
+    - ``members``: archive members taken;
+    - ``shared``: zip entries left out because their data overlaps another's.
+    """
+
+    expanded: int = 0
+    members: int = 0
+    shared: int = 0
+
+
 class _Budget:
     """What one file on disk may still produce and hold; shared by all its layers."""
 
-    def __init__(self, options: ContentOptions) -> None:
+    def __init__(self, options: ContentOptions, size: int, stats: ContentStats) -> None:
         self.options = options
-        self.bytes_left = options.max_total_bytes
+        self.limit = total_bound(options, size)
+        self.size = size
+        self.bytes_left = self.limit
         self.members_left = options.max_members
+        self.stats = stats
 
     def take(self, n: int) -> None:
         self.bytes_left -= n
+        self.stats.expanded += n
         if self.bytes_left < 0:
-            raise _Stop(
-                f"more than {self.options.max_total_bytes} bytes decompressed or extracted "
-                "from one file (max_total_bytes): the rest is skipped",
-                whole_file=True,
-            )
+            raise _Stop(self.spent(), whole_file=True)
+
+    def spent(self) -> str:
+        o = self.options
+        if self.limit == o.max_total_bytes:
+            why = "max_total_bytes"
+        else:
+            why = f"{o.max_ratio} times the file's {self.size} bytes, max_ratio"
+        return (
+            f"more than {self.limit} bytes decompressed or extracted from one file ({why}): "
+            "the rest is skipped"
+        )
 
 
 class _Counting(io.RawIOBase):
@@ -836,8 +874,126 @@ def _decoder(kind: str, source: _Readable) -> _Readable:
         import zstandard
     except ImportError:
         raise _Stop("zstd content needs the zstandard package: taken raw") from None
-    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-    return reader
+    frames = _ZstdFrames(source)
+    reader = zstandard.ZstdDecompressor().stream_reader(
+        cast(IO[bytes], frames), read_across_frames=True
+    )
+    return _ZstdStream(reader, frames, zstandard.ZstdError)
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_FCS_BYTES = (0, 2, 4, 8)
+_ZSTD_DICT_BYTES = (0, 1, 2, 4)
+
+
+class _ZstdFrames(io.RawIOBase):
+    """The compressed bytes on their way to the zstd decoder, followed frame by frame.
+
+    The decoder of ``zstandard`` ends quietly when its input stops in the
+    middle of a frame; gzip, bzip2 and xz say the stream is truncated. This
+    reader walks the frame and block headers of what passes through it (a
+    few bytes a block: no per-byte work), so that :attr:`complete` tells
+    whether the input ended where a frame ends. Input it cannot follow
+    (not a zstd frame) is left to the decoder to reject.
+    """
+
+    def __init__(self, inner: _Readable) -> None:
+        self.inner = inner
+        self.pending = bytearray()  # header bytes not yet complete
+        self.skip = 0  # bytes of block content (or skippable frame) still to pass
+        self.state = "frame"  # what the pending bytes start: frame, header, block, checksum
+        self.need = 4
+        self.checksum = False
+        self.lost = False  # not a frame we can follow
+
+    @property
+    def complete(self) -> bool:
+        return self.lost or (self.state == "frame" and not self.pending and self.skip == 0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self.inner.readinto(b) or 0
+        if n and not self.lost:
+            self._walk(memoryview(b)[:n])
+        return n
+
+    def _walk(self, data: memoryview) -> None:
+        pos, end = 0, len(data)
+        while pos < end:
+            if self.skip:
+                step = min(self.skip, end - pos)
+                self.skip -= step
+                pos += step
+                continue
+            take = min(self.need - len(self.pending), end - pos)
+            self.pending += data[pos : pos + take]
+            pos += take
+            if len(self.pending) < self.need:
+                return
+            self._header(bytes(self.pending))
+            if self.lost:
+                return
+
+    def _header(self, h: bytes) -> None:
+        self.pending.clear()
+        if self.state == "frame":
+            magic = int.from_bytes(h[:4], "little")
+            if magic == _ZSTD_MAGIC:
+                self.state, self.need = "descriptor", 1
+            elif magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its size follows
+                self.state, self.need = "skippable", 4
+            else:
+                self.lost = True
+        elif self.state == "skippable":
+            self.skip = int.from_bytes(h, "little")
+            self.state, self.need = "frame", 4
+        elif self.state == "descriptor":
+            fhd = h[0]
+            single = (fhd >> 5) & 1
+            self.checksum = bool((fhd >> 2) & 1)
+            fcs = _ZSTD_FCS_BYTES[fhd >> 6] or single
+            rest = (0 if single else 1) + _ZSTD_DICT_BYTES[fhd & 3] + fcs
+            self.state, self.skip, self.need = "block", rest, 3
+        elif self.state == "block":
+            header = int.from_bytes(h, "little")
+            last, kind, size = header & 1, (header >> 1) & 3, header >> 3
+            self.skip = 1 if kind == 1 else size  # an RLE block stores one byte
+            if last:
+                self.state, self.need = ("checksum", 4) if self.checksum else ("frame", 4)
+        else:  # the frame's checksum
+            self.state, self.need = "frame", 4
+
+
+class _ZstdStream(io.RawIOBase):
+    """zstd output that fails as gzip does: corrupt data and a cut stream raise."""
+
+    def __init__(self, reader: Any, frames: _ZstdFrames, error: type[BaseException]) -> None:
+        self.reader = reader
+        self.frames = frames
+        self.error = error
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:
+        try:
+            data: bytes = self.reader.read(size if size > 0 else _CHUNK)
+        except self.error as exc:
+            raise ValueError(str(exc)) from None
+        if not data and not self.frames.complete:
+            raise EOFError("compressed file ended before the end of its last zstd frame")
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read1(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.reader.close()
+        super().close()
 
 
 _COMPRESSED_SUFFIX = re.compile(r"\.(?:gz|z|bz2|bz|xz|zst|zstd)$", re.I)
@@ -871,6 +1027,7 @@ def entries(
     options: ContentOptions | None = None,
     *,
     on_warning: WarningSink = ignore_warning,
+    stats: ContentStats | None = None,
 ) -> Iterator[Entry]:
     """The entries of the file at ``path``: what sif fingerprints of it.
 
@@ -892,28 +1049,41 @@ def entries(
     and the scan goes on. A file whose compressed or archive layer fails
     before it gave any entry gives its raw entry instead.
 
-    ``record`` (from :func:`sif.walk.walk`) saves a ``stat``. Entries are
+    Zip entries whose data overlaps an earlier entry's (the same local
+    header listed many times, or overlapping data: zip bombs) are read once:
+    the others are left out, with one warning for the archive. All layers of
+    one file together produce at most :func:`total_bound` bytes.
+
+    ``"unpack"`` (for ``sif dupes --archives``) gives each archive member as
+    its stored bytes: a compressed member is not decompressed (only the
+    container's own compression is, as the tar inside a ``.tar.gz``); a
+    member that is itself an archive also gives its own members, when it
+    fits in ``max_entry_bytes``.
+
+    ``record`` (from :func:`sif.walk.walk`) saves a ``stat``; ``stats``, if
+    given, counts the bytes expanded and the members taken. Entries are
     produced lazily; a streamed entry must be read before the next is drawn.
     Cost: a plain raw file reads :data:`SAMPLE_SIZE` bytes; a normalised one
     reads the file (at most ``max_entry_bytes``) and runs its normaliser;
     archives and compressed files cost their decompression, bounded by
-    ``max_total_bytes``. Memory: O(``max_entry_bytes``) per nesting level.
+    :func:`total_bound`. Memory: O(``max_entry_bytes``) per nesting level.
     """
     options = options or ContentOptions()
     origin = os.fspath(path)
-    scan = _Scan(origin, options, on_warning, _Budget(options))
     try:
         f = open(origin, "rb")  # noqa: SIM115 (closed below; an open error is told apart)
     except OSError as exc:
-        scan.warn(origin, exc.strerror or str(exc))
+        on_warning(ScanWarning(origin, exc.strerror or str(exc)))
         return
     with f:
         try:
             head = f.read(SAMPLE_SIZE)
             size = record.size if record is not None else os.fstat(f.fileno()).st_size
         except OSError as exc:
-            scan.warn(origin, exc.strerror or str(exc))
+            on_warning(ScanWarning(origin, exc.strerror or str(exc)))
             return
+        budget = _Budget(options, size, stats if stats is not None else ContentStats())
+        scan = _Scan(origin, options, on_warning, budget)
         if options.normalize == "raw":
             yield Entry(origin, origin, kind_of(head), View(RAW, kind_of(head)), size, file=origin)
             return
@@ -957,6 +1127,8 @@ def _layer(
                 scan.warn(display, f"{kind}: {_cause(exc)}")
             # A failed layer leaves its raw entry to the caller (on disk) or to nothing (a member).
             return
+    if o.normalize == "unpack" and decoded:
+        return  # decompressed, yet no archive: unpack gives members' stored bytes only
     yield from _leaf(scan, display, name, kind, head, rest, decoded, size, on_disk)
 
 
@@ -1014,14 +1186,61 @@ def _expand(
         scan.budget.members_left -= 1
         if scan.budget.members_left < 0:
             raise _Stop(f"more than max_members={o.max_members} archive members: the rest skipped")
+        scan.budget.stats.members += 1
         path = f"{display}!/{member_name}"
         try:
             sample = stream.read(SAMPLE_SIZE)
-            yield from _layer(scan, path, member_name, sample, stream, depth + 1, (), size)
+            if o.normalize == "unpack":
+                yield from _stored(scan, path, member_name, sample, stream, depth + 1, size)
+            else:
+                yield from _layer(scan, path, member_name, sample, stream, depth + 1, (), size)
         except _Stop as exc:
             if exc.whole_file:
                 raise
             scan.warn(path, exc.cause)
+
+
+def _stored(
+    scan: _Scan,
+    display: str,
+    name: str,
+    head: bytes,
+    rest: _Readable,
+    depth: int,
+    size: int | None,
+) -> Iterator[Entry]:
+    """``"unpack"``: an archive member as its stored bytes, never decompressed.
+
+    A member that is itself an archive (a zip, a tar, a compressed tar) also
+    gives its own members, when its bytes fit in ``max_entry_bytes``.
+    """
+    o = scan.options
+    kind = sniff(head, name)
+    text_kind = kind_of(head)
+    view = View(RAW, text_kind)
+    container = kind in ARCHIVES or (
+        kind in COMPRESSIONS and bool(_COMPRESSED_TAR.search(name) or ".tar." in name.lower())
+    )
+    data, more = _read_upto(_Chain(head, rest), o.max_entry_bytes)
+    if more:
+        if container:
+            scan.warn(
+                display,
+                f"{kind} member larger than max_entry_bytes={o.max_entry_bytes}: "
+                "compared as bytes, its own members not read",
+            )
+        stream = io.BufferedReader(_Guarded(_Chain(data, rest), display, scan.on_warning), _CHUNK)
+        yield Entry(display, scan.origin, text_kind, view, size, stream=stream)
+        return
+    yield Entry(display, scan.origin, text_kind, view, len(data), data=data)
+    if kind not in ARCHIVES and kind not in COMPRESSIONS:
+        return
+    if depth >= o.max_depth:
+        if container:
+            scan.warn(display, f"{kind} nested deeper than max_depth={o.max_depth}: not opened")
+        return
+    body = cast(_Readable, _Chain(cast(bytes, memoryview(data)[SAMPLE_SIZE:]), None))
+    yield from _layer(scan, display, name, data[:SAMPLE_SIZE], body, depth, (), len(data))
 
 
 def _member_name(name: str) -> str:
@@ -1036,13 +1255,49 @@ def _constant(n: int) -> Callable[[], int]:
     return lambda: n
 
 
+#: The fixed part of a zip local file header: what precedes a member's name and data.
+_ZIP_LOCAL_HEADER = 30
+
+
+def _overlapping(infos: list[zipfile.ZipInfo]) -> set[int]:
+    """Indexes of the zip entries whose data overlaps that of an earlier entry.
+
+    An honest zip stores each member once, one after the other; a bomb lists
+    one local header many times, or lets entries overlap (Fifield's "better
+    zip bomb"). An entry's data is at least its fixed header and its
+    compressed size long, from its header offset: an entry that starts
+    before the end of the one before it (by offset) shares its data. The
+    first of each overlapping run is kept. Cost: a sort of the entries.
+    """
+    order = sorted(range(len(infos)), key=lambda k: (infos[k].header_offset, k))
+    shared: set[int] = set()
+    end = -1
+    for k in order:
+        info = infos[k]
+        if info.header_offset < end:
+            shared.add(k)
+        else:
+            end = info.header_offset + _ZIP_LOCAL_HEADER + info.compress_size
+    return shared
+
+
 def _zip_members(
     scan: _Scan, display: str, archive: IO[bytes]
 ) -> Iterator[tuple[str, _Readable, int | None]]:
     o = scan.options
     with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            if info.is_dir():
+        infos = [info for info in zf.infolist() if not info.is_dir()]
+        shared = _overlapping(infos)
+        if shared:
+            scan.budget.stats.shared += len(shared)
+            first = infos[min(shared)].filename
+            scan.warn(
+                display,
+                f"{len(shared)} zip entries (the first: {first}) share their data with "
+                "another entry (a zip bomb?): read once, the repeats skipped",
+            )
+        for k, info in enumerate(infos):
+            if k in shared:
                 continue
             path = f"{display}!/{info.filename}"
             if info.flag_bits & 0x1:
@@ -1060,8 +1315,7 @@ def _zip_members(
                 continue
             if info.file_size > scan.budget.bytes_left:
                 raise _Stop(
-                    f"{path}: {info.file_size} bytes would pass max_total_bytes="
-                    f"{o.max_total_bytes}: the rest is skipped",
+                    f"{path}: {info.file_size} more bytes would make {scan.budget.spent()}",
                     whole_file=True,
                 )
             try:
@@ -1095,8 +1349,12 @@ def _tar_members(
             if raw is None:
                 continue
             with raw:
-                metered = _Metered(cast(_Readable, raw), scan.budget, None, "tar member")
-                yield _member_name(info.name), io.BufferedReader(metered, _CHUNK), info.size
+                # A tar member is a copy of bytes a layer below paid for, unless it is sparse
+                # (its holes cost nothing on disk): then it is charged.
+                reader: io.RawIOBase = cast(io.RawIOBase, raw)
+                if info.issparse():
+                    reader = _Metered(reader, scan.budget, None, "sparse tar member")
+                yield _member_name(info.name), io.BufferedReader(reader, _CHUNK), info.size
 
 
 def _leaf(
