@@ -464,6 +464,9 @@ def test_streamed_conformance_vectors_in_small_chunks() -> None:
         data = (CONFORMANCE / "inputs" / name).read_bytes()
         cuts = [rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 200))]
         assert _streamed(FuzzySum, data, cuts) == expected, name
+    for expected, kind, data in _extra_vectors():  # made with the Java itself
+        cuts = [rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 20))]
+        assert _streamed(FuzzySum, data, cuts) == expected, kind
 
 
 def test_an_unclosed_tag_far_longer_than_a_chunk() -> None:
