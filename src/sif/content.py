@@ -45,6 +45,7 @@ from sif.decoders import (
     _BROKEN,
     _CHUNK,
     _COMPRESSED_TAR,
+    _ENDINGS,
     ContentStats,
     _Budget,
     _cause,
@@ -495,12 +496,35 @@ def _stored(
     yield Entry(display, scan.origin, text_kind, view, len(data), data=data)
     if kind not in ARCHIVES and kind not in COMPRESSIONS:
         return
+    if not container and not _holds_archive(kind, data, name):
+        return  # a compressed member that is no archive: its bytes were all there was
     if depth >= o.max_depth:
         if container:
             scan.warn(display, f"{kind} nested deeper than max_depth={o.max_depth}: not opened")
         return
     body = cast(_Readable, _Chain(cast(bytes, memoryview(data)[SAMPLE_SIZE:]), None))
     yield from _layer(scan, display, name, data[:SAMPLE_SIZE], body, depth, (), len(data))
+
+
+def _holds_archive(kind: str, data: bytes, name: str) -> bool:
+    """Whether compressed ``data`` (a member named ``name``) starts with an archive.
+
+    A look at its first decompressed bytes, outside the budget (at most
+    :data:`SAMPLE_SIZE` of them) and silent: a member that cannot be
+    decompressed was compared by its bytes and is no archive to open.
+    """
+    try:
+        decoder = _decoder(kind, _Chain(data, None))
+    except _Stop:
+        return False
+    try:
+        sample, _ = _read_upto(decoder, SAMPLE_SIZE)
+    except _ENDINGS:
+        return False
+    finally:
+        decoder.close()
+    inner = sniff(sample, _decoded_name(name))
+    return inner in ARCHIVES or inner in COMPRESSIONS
 
 
 def _member_name(name: str) -> str:

@@ -78,3 +78,21 @@ def test_dupes_archives_cli(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     groups = [set(block.splitlines()) for block in done.stdout.strip().split("\n\n")]
     assert groups == [{f"{tmp_path}/x.txt.gz", f"{tmp_path}/a.zip!/x.txt.gz"}]
+
+
+def test_broken_compressed_member_is_compared_by_its_bytes_without_a_warning(
+    tmp_path: Path,
+) -> None:
+    from sif.events import ScanWarning
+
+    cut = gzip.compress(TEXT, mtime=0)[:-30]  # a truncated gzip: still bytes to compare
+    write(tmp_path / "cut.gz", cut)
+    with zipfile.ZipFile(tmp_path / "a.zip", "w") as zf:
+        zf.writestr("cut.gz", cut)
+        zf.writestr("plain.gz", gzip.compress(b"not an archive\n" * 100))
+    warnings: list[ScanWarning] = []
+    groups = find_duplicates([str(tmp_path)], jobs=1, archives=True, on_warning=warnings.append)
+    assert {frozenset(g.paths) for g in groups} == {
+        frozenset({f"{tmp_path}/cut.gz", f"{tmp_path}/a.zip!/cut.gz"})
+    }
+    assert warnings == []
