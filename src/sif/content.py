@@ -230,8 +230,11 @@ class ContentOptions:
     - ``max_depth``: archive and compression layers opened inside one file
       (``x.tar.gz!/y.zip!/z.gz`` is 4 deep); a deeper layer is taken raw;
     - ``max_members``: archive members taken from one file, at all depths;
-    - ``max_total_bytes``: decompressed and extracted bytes produced from one
-      file, at all depths; reaching it stops that file with a warning;
+    - ``max_total_bytes``: decompressed bytes produced from one file, at all
+      depths (compressed files and members, zip members, sparse tar members;
+      a plain tar member is bytes of the layer below); reaching it, or
+      ``max_ratio`` times the file's size (:func:`total_bound`), stops that
+      file with a warning;
     - ``max_ratio``, ``ratio_floor``: a decompression that has produced more
       than ``ratio_floor`` bytes and more than ``max_ratio`` times the
       compressed bytes it read is a bomb: stopped with a warning (text
