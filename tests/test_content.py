@@ -832,3 +832,30 @@ def test_unpack_expands_archive_members_and_keeps_their_bytes(tmp_path: Path) ->
         "in.tar.gz!/deep.txt": TEXT_B,
         "x.txt.xz": lzma.compress(TEXT_A),
     }
+
+
+def test_sparse_tar_member_is_charged_for_its_holes(tmp_path: Path) -> None:
+    from sif.content import ContentStats
+
+    hole = tmp_path / "hole"
+    with open(hole, "wb") as f:
+        f.truncate(1 << 30)  # 1 GiB of nothing, a few KiB in the tar
+        f.seek(0, os.SEEK_END)
+        f.write(b"the end\n")
+    subprocess.run(["tar", "--sparse", "-cf", "s.tar", "hole"], cwd=tmp_path, check=True)
+    hole.unlink()
+    stats = ContentStats()
+    got: list[str] = []
+    warnings: list[ScanWarning] = []
+    for entry in entries(tmp_path / "s.tar", on_warning=warnings.append, stats=stats):
+        got.append(entry.path)
+    assert got == [str(tmp_path / "s.tar")]  # stopped: the tar itself, raw
+    assert stats.expanded <= 2 * total_bound_of(tmp_path / "s.tar")
+    [w] = warnings
+    assert "times the file's" in w.cause
+
+
+def total_bound_of(path: Path) -> int:
+    from sif.content import total_bound
+
+    return total_bound(ContentOptions(), path.stat().st_size)
