@@ -6,6 +6,8 @@ import json
 import os
 import pathlib
 import random
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -102,7 +104,7 @@ def test_unreadable_file_is_a_warning_and_the_others_go_on(tmp_path: pathlib.Pat
     code, out, err = run(str(tmp_path), str(a))
     assert code == 1
     assert out == f"{checksum(prose(4))}  {a}\n"
-    assert f"{tmp_path}: Is a directory" in err
+    assert f"{tmp_path}: not a regular file (directory)" in err
     missing = tmp_path / "missing.txt"  # a FILE that does not exist: a usage error, no work
     code, out, err = run(str(missing), str(a))
     assert code == 2 and out == ""
@@ -193,3 +195,83 @@ def test_bad_digest_list_is_fatal(tmp_path: pathlib.Path) -> None:
 )
 def test_usage_errors(args: tuple[str, ...]) -> None:
     assert run(*args)[0] == 2
+
+
+# --- issue 10: FIFOs and devices, identical short texts, bounded memory ------------------
+
+
+def _sif(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sif", "fuzzysum", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_fifo_and_device_are_refused_not_read(tmp_path: pathlib.Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    good = tmp_path / "a.txt"
+    good.write_text(prose(8))
+    done = _sif(str(fifo), "/dev/zero", str(good), timeout=30)  # used to hang, or read forever
+    assert done.returncode == 1
+    assert done.stdout == f"{checksum(prose(8))}  {good}\n"
+    assert done.stderr.splitlines() == [
+        f"sif: warning: {fifo}: not a regular file (FIFO)",
+        "sif: warning: /dev/zero: not a regular file (character device)",
+    ]
+    done = _sif("--compare", str(fifo), str(good), timeout=30)
+    assert done.returncode == 1 and done.stdout == "" and "(FIFO)" in done.stderr
+
+
+@pytest.mark.parametrize("variant", ["v1", "v2"])
+def test_identical_short_texts_compare_100(tmp_path: pathlib.Path, variant: str) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("a few words only\n")
+    b.write_text("a few words only\n")
+    code, out, _ = run("--compare", str(a), str(b), "--variant", variant)
+    assert code == 0 and out == f"100  {a}  {b}\n"
+    assert compare_v2(checksum_v2("a few words"), checksum_v2("a few words")) == 100
+
+
+_PEAK = """
+import sys
+from sif.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+# VmHWM: this process's own peak (ru_maxrss would carry the parent's over fork and exec).
+with open("/proc/self/status") as status:
+    peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+print(peak, code, file=sys.stderr)
+"""
+
+
+def _peak_kib(*args: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, "fuzzysum", *args], capture_output=True, text=True
+    )
+    peak, code = done.stderr.split()[-2:]
+    assert code == "0", done.stderr
+    return int(peak), done.stdout
+
+
+def test_memory_does_not_grow_with_the_file(tmp_path: pathlib.Path) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    letters = rng.integers(92, 123, 24 << 20, dtype=np.uint8)
+    letters[letters < 97] = 32  # words of about five letters
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_bytes(letters.tobytes())
+    small.write_bytes(letters[: 1 << 20].tobytes())
+    del letters
+    # One list with a digest of each variant: both are made in one pass over each file.
+    known = tmp_path / "known"
+    known.write_text(f"{'0' * 32}  x\nv2:2:AAAAAAAA:AAAA  y\n")
+    base, _ = _peak_kib("-m", str(known), "-t", "100", str(small))
+    peak, _ = _peak_kib("-m", str(known), "-t", "100", str(big))
+    # The old code held the text, its bytes and arrays over them: 15-35 times the file.
+    assert peak - base < 32 << 10, (base, peak)  # KiB

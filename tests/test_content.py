@@ -579,3 +579,283 @@ def test_garbage_never_raises(magic: bytes, body: bytes, cut: int) -> None:
         for mode in ("auto", "markup"):
             got, _ = collect(path, normalize=mode)
             assert len(got) >= 1
+
+
+# --- corrupt files in a tree: a warning each, the rest indexed (issue 10) ---------
+
+GOOD = b"".join(
+    b"line %d of a good text file, with words enough to index\n" % i for i in range(2000)
+)
+
+
+def _zstd(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def _bad_frame_zstd(data: bytes) -> bytes:
+    frame = bytearray(_zstd(data))
+    frame[4] |= 0x08  # the frame header descriptor's reserved bit: "Unsupported frame parameter"
+    return bytes(frame)
+
+
+def _damaged(compress: Callable[[bytes], bytes]) -> bytes:
+    data = bytearray(compress(GOOD))
+    mid = len(data) // 2
+    data[mid : mid + 40] = bytes(40)
+    return bytes(data)
+
+
+def _cut_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("m.txt", GOOD)
+    whole = buf.getvalue()
+    return whole[: len(whole) // 2]
+
+
+def _bad_tar() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo("m.txt")
+        info.size = len(GOOD)
+        tf.addfile(info, io.BytesIO(GOOD))
+    data = bytearray(buf.getvalue())
+    data[148:156] = b"garbage!"  # the header checksum
+    return bytes(data)
+
+
+CORRUPT = {
+    "badframe.txt.zst": lambda: _bad_frame_zstd(GOOD),
+    "cut.txt.zst": lambda: _zstd(GOOD)[: len(_zstd(GOOD)) // 2],
+    "damaged.txt.gz": lambda: _damaged(gzip.compress),
+    "damaged.txt.xz": lambda: _damaged(lzma.compress),
+    "damaged.txt.bz2": lambda: _damaged(bz2.compress),
+    "cut.zip": _cut_zip,
+    "bad.tar": _bad_tar,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPT))
+def test_each_corrupt_file_is_one_warning_and_stays_raw(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(CORRUPT[name]())
+    got, warnings = collect(path)
+    assert [(e.path, e.file) for e in got] == [(str(path), str(path))]
+    assert [w.path for w in warnings] == [str(path)], warnings
+
+
+def test_bad_zstd_frame_is_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt.zst"
+    path.write_bytes(_bad_frame_zstd(GOOD))
+    got, warnings = collect(path)
+    assert [e.file for e in got] == [str(path)]
+    [w] = warnings
+    assert w.path == str(path) and w.cause.startswith("zstd: corrupt:")
+    assert "frame parameter" in w.cause
+
+
+def test_truncated_zstd_is_a_warning_as_for_gzip(tmp_path: Path) -> None:
+    whole = _zstd(GOOD)
+    for cut in (len(whole) // 2, len(whole) - 1, 7):
+        path = tmp_path / f"cut{cut}.txt.zst"
+        path.write_bytes(whole[:cut])
+        got, warnings = collect(path)
+        assert [e.file for e in got] == [str(path)]
+        [w] = warnings
+        assert w.path == str(path) and "truncated" in w.cause, w
+
+
+def test_zstd_frames_followed_to_their_end(tmp_path: Path) -> None:
+    import zstandard
+
+    # Several frames, one written without its size (streamed), a checksum, a skippable frame.
+    streamed = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    frames = _zstd(TEXT_A) + streamed.compress(TEXT_B) + streamed.flush()
+    frames += b"\x50\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"skip!" + _zstd(b"")
+    path = tmp_path / "multi.zst"
+    path.write_bytes(frames)
+    assert only(path).data == TEXT_A + TEXT_B
+    # A stream of many small blocks, cut inside its last block.
+    big = os.urandom(300_000)
+    whole = zstandard.ZstdCompressor(level=1).compress(big)
+    path.write_bytes(whole[:-5])
+    _, warnings = collect(path)
+    assert len(warnings) == 1 and "truncated" in warnings[0].cause
+
+
+def _sif(*args: str) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "sif", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_corrupt_files_in_a_tree_do_not_stop_index_similar_or_query(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "good1.txt").write_bytes(GOOD)
+    (tree / "good2.txt").write_bytes(GOOD[:-300] + b"and a different ending\n")
+    for name, make in CORRUPT.items():
+        (tree / name).write_bytes(make())
+    (tmp_path / "q.txt").write_bytes(GOOD)
+    idx = str(tmp_path / "idx")
+    done = _sif("index", "--index", idx, "-j", "2", str(tree))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert sorted(line.split(": ", 3)[2] for line in lines) == sorted(
+        str(tree / name) for name in CORRUPT
+    ), done.stderr
+    assert f"{len(CORRUPT) + 2} new" in done.stderr
+    found = _sif("query", "--index", idx, "-t", "50", str(tmp_path / "q.txt"))
+    assert found.returncode == 0, found.stderr
+    assert f"{tree}/good1.txt" in found.stdout and f"{tree}/good2.txt" in found.stdout
+    fresh = _sif("similar", "--index", str(tmp_path / "idx2"), "-j", "1", str(tree))
+    assert fresh.returncode == 1 and "Traceback" not in fresh.stderr, fresh.stderr
+    assert len([line for line in fresh.stderr.splitlines() if "warning:" in line]) == len(CORRUPT)
+    assert f"{tree}/good1.txt" in fresh.stdout and f"{tree}/good2.txt" in fresh.stdout
+
+
+# --- cost: shared zip data, total expansion bound (issue 10) ----------------------
+
+
+def _shared_zip(path: Path, member: bytes, entries: int) -> None:
+    """A zip whose central directory lists one member's local header ``entries`` times."""
+    import copy
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("m.txt", member)
+        first = zf.filelist[0]
+        zf.filelist.extend(copy.copy(first) for _ in range(entries - 1))
+
+
+def _letters(n: int, seed: int = 0) -> bytes:
+    # Four letters at random: about 4:1 under deflate, far from a bomb's ratio.
+    return np.random.default_rng(seed).integers(97, 101, n, dtype=np.uint8).tobytes()
+
+
+def test_zip_entries_sharing_one_member_are_read_once(tmp_path: Path) -> None:
+    from sif.content import ContentStats
+
+    member = _letters(4 << 20)
+    path = tmp_path / "shared.zip"
+    _shared_zip(path, member, 200)
+    with zipfile.ZipFile(path) as zf:
+        assert len(zf.infolist()) == 200 and {i.header_offset for i in zf.infolist()} == {0}
+    stats = ContentStats()
+    warnings: list[ScanWarning] = []
+    got = []
+    for entry in entries(path, on_warning=warnings.append, stats=stats):
+        got.append((entry.path, len(entry.read())))
+    assert got == [(f"{path}!/m.txt", len(member))]
+    assert stats.shared == 199 and stats.members == 1
+    assert stats.expanded <= len(member) + (1 << 20)  # 4 MiB, not 800
+    [w] = warnings
+    assert w.path == str(path) and "199 zip entries" in w.cause and "read once" in w.cause
+
+
+def test_overlapping_zip_entries_are_read_once(tmp_path: Path) -> None:
+    from sif.content import _overlapping
+
+    def info(offset: int, size: int) -> zipfile.ZipInfo:
+        z = zipfile.ZipInfo("x")
+        z.header_offset, z.compress_size = offset, size
+        return z
+
+    honest = [info(0, 100), info(130, 50), info(210, 0), info(240, 7)]
+    assert _overlapping(honest) == set()
+    # Fifield's overlap: each header lies inside the data of the one before.
+    assert _overlapping([info(0, 1000), info(40, 960), info(80, 920), info(5000, 10)]) == {1, 2}
+    assert _overlapping([info(500, 10), info(0, 1000)]) == {0}
+
+
+def test_total_expansion_is_bounded_by_the_file_size(tmp_path: Path) -> None:
+    from sif.content import ContentStats, total_bound
+
+    opts = ContentOptions()
+    assert total_bound(opts, 10) == opts.ratio_floor
+    assert total_bound(opts, 1 << 20) == 200 << 20
+    assert total_bound(opts, 1 << 40) == opts.max_total_bytes
+    # Zips inside a zip: each layer within max_ratio, together beyond it.
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("x.txt", _letters(1 << 20))
+    ratio = (1 << 20) / zipfile.ZipFile(inner).infolist()[0].compress_size
+    path = tmp_path / "nest.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for i in range(8):
+            zf.writestr(f"in{i}.zip", inner.getvalue())
+    stats = ContentStats()
+    warnings: list[ScanWarning] = []
+    options = ContentOptions(max_ratio=int(ratio) + 1, ratio_floor=0)
+    got = list(entries(path, options=options, on_warning=warnings.append, stats=stats))
+    bound = total_bound(options, path.stat().st_size)
+    assert 0 < len(got) < 8
+    assert stats.expanded <= bound + (1 << 20)
+    assert len(warnings) == 1 and "times the file's" in warnings[0].cause
+
+
+# --- dupes: members are their stored bytes (issue 10) ------------------------------
+
+
+def test_unpack_gives_compressed_members_as_stored(tmp_path: Path) -> None:
+    stored = gzip.compress(TEXT_A)
+    with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as tf:
+        for name, data in (("x.txt.gz", stored), ("y.txt", TEXT_B)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    got, warnings = collect(tmp_path / "a.tar.gz", normalize="unpack")
+    assert not warnings
+    # The tar inside the .tar.gz is the container's; the member's gzip is its bytes.
+    assert [(e.path.rsplit("!/", 1)[1], e.read(), str(e.view)) for e in got] == [
+        ("x.txt.gz", stored, "raw"),
+        ("y.txt", TEXT_B, "raw"),
+    ]
+
+
+def test_unpack_expands_archive_members_and_keeps_their_bytes(tmp_path: Path) -> None:
+    inner = io.BytesIO()
+    with tarfile.open(fileobj=inner, mode="w:gz") as tf:
+        info = tarfile.TarInfo("deep.txt")
+        info.size = len(TEXT_B)
+        tf.addfile(info, io.BytesIO(TEXT_B))
+    _zip(tmp_path / "a.zip", {"in.tar.gz": inner.getvalue(), "x.txt.xz": lzma.compress(TEXT_A)})
+    got, warnings = collect(tmp_path / "a.zip", normalize="unpack")
+    assert not warnings
+    base = f"{tmp_path}/a.zip!/"
+    assert {e.path.removeprefix(base): e.read() for e in got} == {
+        "in.tar.gz": inner.getvalue(),
+        "in.tar.gz!/deep.txt": TEXT_B,
+        "x.txt.xz": lzma.compress(TEXT_A),
+    }
+
+
+def test_sparse_tar_member_is_charged_for_its_holes(tmp_path: Path) -> None:
+    from sif.content import ContentStats
+
+    hole = tmp_path / "hole"
+    with open(hole, "wb") as f:
+        f.truncate(1 << 30)  # 1 GiB of nothing, a few KiB in the tar
+        f.seek(0, os.SEEK_END)
+        f.write(b"the end\n")
+    subprocess.run(["tar", "--sparse", "-cf", "s.tar", "hole"], cwd=tmp_path, check=True)
+    hole.unlink()
+    stats = ContentStats()
+    got: list[str] = []
+    warnings: list[ScanWarning] = []
+    for entry in entries(tmp_path / "s.tar", on_warning=warnings.append, stats=stats):
+        got.append(entry.path)
+    assert got == [str(tmp_path / "s.tar")]  # stopped: the tar itself, raw
+    assert stats.expanded <= 2 * total_bound_of(tmp_path / "s.tar")
+    [w] = warnings
+    assert "times the file's" in w.cause
+
+
+def total_bound_of(path: Path) -> int:
+    from sif.content import total_bound
+
+    return total_bound(ContentOptions(), path.stat().st_size)

@@ -393,3 +393,107 @@ def test_v2_word_bytes_match_the_unicode_definition(text: str) -> None:
     )
     got = _word_bytes(np.frombuffer(data, dtype=np.uint8))
     assert (got == want).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming (issue 10): any chunking of the bytes gives the whole text's digest.
+# --------------------------------------------------------------------------------------------
+
+from sif.core.fuzzystream import FuzzySum, FuzzySumV2  # noqa: E402
+
+# Byte pieces that cross chunk borders badly: tags that open and close, the letters Java
+# lowercases to ASCII (İ, K), a capital sigma and what its final form depends on, malformed
+# and cut UTF-8, encoded surrogates, whitespace of every kind, word characters.
+BYTE_PIECES = [
+    b" ", b"\n", b"\t", b"\r\n", b"\x0b", b"<", b">", b"<b>", b"</p>", b"<1", b"<!--", b"-->",
+    b"\xc4\xb0", b"\xc4", b"\xb0", b"\xe2\x84\xaa", b"\xe2\x84", b"\xaa", b"\xce\xa3",
+    b"\xce\xb1", b"\xcc\x81", b"'", b".", b":", b"\xed\xa0\x80", b"\xed\xa0", b"\xff",
+    b"\xf0\x9f\x98\x80", b"\xf0\x9f", b"\xef\xbb\xbf", b"\xe3\x81\x82", b"_", b"2008",
+    b"the", b"strength", b"queue", b"rhythm", b"Lynx", b"EYE", b"x1_2", b"\xc3\xa9",
+]  # fmt: skip
+
+
+def _streamed(cls: type[FuzzySum] | type[FuzzySumV2], data: bytes, cuts: list[int]) -> str:
+    h = cls()
+    start = 0
+    for cut in [*sorted(cuts), len(data)]:
+        h.update(data[start:cut])
+        start = max(start, cut)
+    return h.hexdigest()
+
+
+SOUP = st.lists(
+    st.tuples(st.sampled_from(BYTE_PIECES), st.sampled_from([b" ", b"\n", b"", b""])).map(b"".join),
+    min_size=50,
+    max_size=600,
+).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(SOUP, st.lists(st.integers(0, 3000), min_size=1, max_size=60))
+def test_streamed_digests_equal_whole_text_digests(data: bytes, cuts: list[int]) -> None:
+    text = decode_like_java(data)
+    assert _streamed(FuzzySum, data, cuts) == checksum(text)
+    assert _streamed(FuzzySumV2, data, cuts) == checksum_v2(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000), st.lists(st.integers(0, 3000), max_size=20))
+def test_streamed_digests_of_any_bytes(data: bytes, cuts: list[int]) -> None:
+    text = decode_like_java(data)
+    assert _streamed(FuzzySum, data, cuts) == checksum(text)
+    assert _streamed(FuzzySumV2, data, cuts) == checksum_v2(text)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 40_000))
+def test_streamed_digests_of_long_texts(seed: int, chunk: int) -> None:
+    # Thousands of words: many v1 blocks, v2 levels that die on the way, tags across chunks.
+    rng = random.Random(seed)
+    parts = [rng.choice(BYTE_PIECES) + rng.choice((b" ", b"\n", b"")) for _ in range(8_000)]
+    data = b"".join(parts)
+    cuts = list(range(chunk, len(data), chunk))
+    text = decode_like_java(data)
+    assert _streamed(FuzzySum, data, cuts) == checksum(text)
+    assert _streamed(FuzzySumV2, data, cuts) == checksum_v2(text)
+
+
+def test_streamed_conformance_vectors_in_small_chunks() -> None:
+    rng = random.Random(7)
+    for name, expected in _public_vectors():
+        data = (CONFORMANCE / "inputs" / name).read_bytes()
+        cuts = [rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 200))]
+        assert _streamed(FuzzySum, data, cuts) == expected, name
+    for expected, kind, data in _extra_vectors():  # made with the Java itself
+        cuts = [rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 20))]
+        assert _streamed(FuzzySum, data, cuts) == expected, kind
+
+
+def test_an_unclosed_tag_far_longer_than_a_chunk() -> None:
+    words = b" ".join(b"word%d" % i for i in range(30_000))
+    for data in (words + b" <" + words, words + b" <" + words + b"> " + words):
+        cuts = list(range(1000, len(data), 1000))
+        text = decode_like_java(data)
+        assert _streamed(FuzzySum, data, cuts) == checksum(text)
+        assert _streamed(FuzzySumV2, data, cuts) == checksum_v2(text)
+
+
+def test_final_sigma_sees_across_chunk_borders() -> None:
+    # str.lower gives a capital sigma its final form from its neighbours, skipping
+    # case-ignorable characters (apostrophes, combining marks): whatever the chunks.
+    words = ["ΑΣΑ", "ΑΣ", "ΣΑ", "Σ", "ΑΣ'Α", "ΑΣ\u0301Α", "ΑΣ.", "Α'Σ", "ΑΣΣ", "ΟΔΟΣ"]
+    rng = random.Random(3)
+    text = " ".join(rng.choice(words) + rng.choice(["", "Α", "Σ"]) for _ in range(300))
+    data = text.encode()
+    for step in (1, 2, 3, 5):
+        assert _streamed(FuzzySumV2, data, list(range(step, len(data), step))) == checksum_v2(text)
+
+
+def test_hexdigest_may_be_read_on_the_way() -> None:
+    data = b"the harbour sailor <b>mended</b> every violin " * 400
+    v1, v2 = FuzzySum(), FuzzySumV2()
+    for i in range(0, len(data), 777):
+        v1.update(data[i : i + 777])
+        v2.update(data[i : i + 777])
+        assert v1.hexdigest() == checksum(decode_like_java(data[: i + 777]))
+    assert v2.hexdigest() == checksum_v2(data.decode())

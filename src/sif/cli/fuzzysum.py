@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import click
 
@@ -16,17 +17,11 @@ from sif.cli.common import (
     format_option,
     quiet_option,
 )
-from sif.core.fuzzysum import (
-    V2_MATCH_THRESHOLD,
-    V2_PREFIX,
-    checksum,
-    checksum_v2,
-    compare_v2,
-    decode_like_java,
-    parse_v2,
-)
+from sif.core.fuzzystream import CHUNK, FuzzySum, FuzzySumV2
+from sif.core.fuzzysum import V2_MATCH_THRESHOLD, V2_PREFIX, compare_v2, parse_v2
 from sif.errors import InputError
 from sif.events import ScanWarning, display_path
+from sif.fileio import open_regular_file
 from sif.report import json_line
 
 VARIANTS = ("v1", "v2")
@@ -45,16 +40,13 @@ class KnownDigest:
         return "v2" if self.digest.startswith(V2_PREFIX) else "v1"
 
 
-def digest_of(text: str, variant: str) -> str:
-    """The digest of ``text`` in ``variant`` (``v1``: the Java's, ``v2``: the improved one)."""
-    return checksum(text) if variant == "v1" else checksum_v2(text)
-
-
 def score(a: str, b: str) -> int:
-    """0-100: equal v1 digests score 100, others 0; v2 digests get a graded score."""
+    """0-100: equal digests score 100; other v1 digests 0; v2 digests get a graded score."""
+    if a == b:
+        return 100
     if a.startswith(V2_PREFIX) and b.startswith(V2_PREFIX):
         return compare_v2(a, b)
-    return 100 if a == b else 0
+    return 0
 
 
 def parse_known(text: str, source: str) -> list[KnownDigest]:
@@ -82,18 +74,27 @@ def _is_v2(digest: str) -> bool:
     return True
 
 
-def _read(path: str, warn: WarningCounter) -> str | None:
-    """The decoded text of ``path`` (``-``: stdin), or None after a warning if unreadable."""
+def _digests_of(path: str, variants: list[str], warn: WarningCounter) -> dict[str, str] | None:
+    """The digests of ``path`` (``-``: stdin) in ``variants``, read in chunks (memory bounded);
+    None after a warning if it is unreadable or not a regular file (a FIFO, a device)."""
+    hashers = {v: FuzzySum() if v == "v1" else FuzzySumV2() for v in variants}
     try:
         if path == STDIN:
-            data = sys.stdin.buffer.read()
+            _feed(sys.stdin.buffer, hashers)
         else:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            handle, _ = open_regular_file(path)
+            with handle:
+                _feed(handle, hashers)
     except OSError as exc:
         warn(ScanWarning(path, exc.strerror or str(exc)))
         return None
-    return decode_like_java(data)
+    return {v: h.hexdigest() for v, h in hashers.items()}
+
+
+def _feed(handle: BinaryIO, hashers: dict[str, FuzzySum | FuzzySumV2]) -> None:
+    while chunk := handle.read(CHUNK):
+        for hasher in hashers.values():
+            hasher.update(chunk)
 
 
 def _emit(text: str, obj: dict[str, object], fmt: str) -> None:
@@ -154,9 +155,10 @@ def fuzzysum(
     (0-100) and the paths, -m LIST prints each FILE that matches a digest of LIST, with the
     score. A score at or above --threshold is a match.
 
-    Files are read as bytes and decoded as UTF-8, malformed bytes replaced as Java does.
+    Files are read as bytes and decoded as UTF-8, malformed bytes replaced as Java does,
+    in chunks: memory does not grow with the file. FIFOs and devices are refused.
 
-    Exit status: 0 done, 1 done with warnings (unreadable files), 2 usage error, 3 fatal
+    Exit status: 0 done, 1 done with warnings (unreadable or special files), 2 usage error, 3 fatal
     error (an unusable digest list).
     """
     check_paths(files + (compare or ()), "FILE")
@@ -179,10 +181,10 @@ def fuzzysum(
 
 def _digests(files: tuple[str, ...], variant: str, fmt: str, warn: WarningCounter) -> None:
     for path in files:
-        text = _read(path, warn)
-        if text is None:
+        digests = _digests_of(path, [variant], warn)
+        if digests is None:
             continue
-        digest = digest_of(text, variant)
+        digest = digests[variant]
         _emit(
             f"{digest}  {display_path(path)}",
             {"path": path, "variant": variant, "digest": digest},
@@ -193,10 +195,10 @@ def _digests(files: tuple[str, ...], variant: str, fmt: str, warn: WarningCounte
 def _compare(
     pair: tuple[str, str], variant: str, threshold: int, fmt: str, warn: WarningCounter
 ) -> None:
-    text_a, text_b = (_read(path, warn) for path in pair)
-    if text_a is None or text_b is None:
+    digests = [_digests_of(path, [variant], warn) for path in pair]
+    if digests[0] is None or digests[1] is None:
         return
-    a, b = digest_of(text_a, variant), digest_of(text_b, variant)
+    a, b = digests[0][variant], digests[1][variant]
     value = score(a, b)
     _emit(
         f"{value}  {display_path(pair[0])}  {display_path(pair[1])}",
@@ -228,10 +230,9 @@ def _match(
     known = parse_known(raw.decode("utf-8", errors="surrogateescape"), display_path(known_list))
     variants = sorted({k.variant for k in known})
     for path in files:
-        text = _read(path, warn)
-        if text is None:
+        mine = _digests_of(path, variants, warn)
+        if mine is None:
             continue
-        mine = {variant: digest_of(text, variant) for variant in variants}
         for entry in known:
             value = score(mine[entry.variant], entry.digest)
             if value < threshold or (entry.variant == "v1" and value < 100):

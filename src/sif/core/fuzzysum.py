@@ -421,6 +421,8 @@ def compare_v2(a: str, b: str) -> int:
     """
     level_a, first_a, second_a = parse_v2(a)
     level_b, first_b, second_b = parse_v2(b)
+    if a == b:
+        return 100  # short texts too: too few pieces for a graded score, yet the same
     if level_a == level_b:
         return max(_score_pieces(first_a, first_b), _score_pieces(second_a, second_b))
     if level_a + 1 == level_b:

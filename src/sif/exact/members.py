@@ -1,7 +1,11 @@
 """Archive members as replicas (``sif dupes --archives``).
 
 The members of zip and tar archives (``a.zip!/dir/x.txt``) join the replica
-groups of plain files. A member has no offset to read again cheaply, so it
+groups of plain files. A member is its stored bytes: the archive's own
+compression is undone (the tar inside ``a.tar.gz``), the member's never
+(``a.zip!/x.txt.gz`` is a replica of a plain ``x.txt.gz``, not of ``x.txt``);
+a member that is an archive is also opened, for its own members. A member
+has no offset to read again cheaply, so it
 is read once, streamed, for its size and BLAKE3 digest; it joins a group
 when both equal those of the group's content (BLAKE3 is cryptographic:
 equal digests mean equal content). Plain files keep their byte-exact
