@@ -96,3 +96,32 @@ def test_broken_compressed_member_is_compared_by_its_bytes_without_a_warning(
         frozenset({f"{tmp_path}/cut.gz", f"{tmp_path}/a.zip!/cut.gz"})
     }
     assert warnings == []
+
+
+def test_a_fifo_swapped_in_for_a_plain_file_is_a_warning_not_a_hang(tmp_path: Path) -> None:
+    """The plain file a member would join is re-read for its digest: never through a FIFO."""
+    import os
+    import threading
+
+    from sif.events import ScanWarning
+    from sif.exact.members import archive_members, merge_members
+    from sif.walk import WalkOptions, parallel_walk
+
+    write(tmp_path / "plain.txt", b"member content " * 10)
+    with zipfile.ZipFile(tmp_path / "a.zip", "w") as z:
+        z.writestr("m.txt", b"member content " * 10)
+    cols, _ = parallel_walk([str(tmp_path)], WalkOptions())
+    warnings: list[ScanWarning] = []
+    members = archive_members(cols, warnings.append)
+    os.unlink(tmp_path / "plain.txt")
+    os.mkfifo(tmp_path / "plain.txt")  # open() for reading would wait for a writer forever
+    done: list[object] = []
+    worker = threading.Thread(
+        target=lambda: done.append(merge_members([], members, cols, warnings.append)),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(20)
+    assert done, "merge_members hung on a FIFO"
+    assert done[0] == []  # no group: the plain file is gone, one member alone
+    assert ScanWarning(str(tmp_path / "plain.txt"), "not a regular file (FIFO)") in warnings

@@ -93,12 +93,21 @@ def archive_members(
     return out
 
 
-def _digest_file(path: str, size: int, on_warning: WarningSink) -> str | None:
-    """BLAKE3 of a plain file, or ``None`` (with a warning) if it changed or is unreadable."""
+def _digest_file(
+    path: str, size: int, on_warning: WarningSink, expect: tuple[int, int] | None = None
+) -> str | None:
+    """BLAKE3 of a plain file, or ``None`` (with a warning) if it changed or is unreadable.
+
+    Opened only if it is still a regular file (and, given ``expect``, the
+    walk's device and inode): a FIFO swapped in is a warning, never a hang.
+    """
+    from sif.fileio import open_regular_file
+
     h = blake3(max_threads=1)
     n = 0
     try:
-        with open(path, "rb", buffering=0) as f:
+        f, _ = open_regular_file(path, expect=expect, buffering=0)
+        with f:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
                 n += len(chunk)
@@ -135,7 +144,8 @@ def merge_members(
         if g.size not in sizes:
             continue
         grouped.update(g.all_paths)
-        digest = _digest_file(g.replicas[0].path, g.size, on_warning)
+        first = g.replicas[0]
+        digest = _digest_file(first.path, g.size, on_warning, (first.dev, first.ino))
         joined = by_key.pop((g.size, digest), None) if digest else None
         if joined:
             extra = tuple(_replica(m) for m in joined)
@@ -148,7 +158,7 @@ def merge_members(
     for (dev, ino), idx in names.items():
         i = idx[0]
         size, path = cols.size[i], cols.path(i)
-        digest = _digest_file(path, size, on_warning)
+        digest = _digest_file(path, size, on_warning, (dev, ino))
         joined = by_key.pop((size, digest), None) if digest else None
         if joined:
             paths = tuple(sorted(cols.path(j) for j in idx))
