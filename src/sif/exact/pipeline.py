@@ -80,6 +80,7 @@ class Replica:
     ino: int
     mtime_ns: int
     archive: str | None = None
+    ctime_ns: int = 0
 
     @property
     def path(self) -> str:
@@ -601,6 +602,7 @@ class ReplicaFinder:
                 cols.dev[i],
                 cols.ino[i],
                 cols.mtime_ns[i],
+                ctime_ns=cols.ctime_ns[i],
             )
             for i in members
         ]
