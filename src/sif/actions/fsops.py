@@ -129,6 +129,15 @@ def dedupe_range(src_fd: int, dst_fd: int, size: int) -> int:
     return total
 
 
+def probe_dedupe(fd: int) -> None:
+    """A ``FIDEDUPERANGE`` of 0 bytes of ``fd`` onto itself: raises where the file system cannot."""
+    arg = bytearray(struct.pack("=QQHHI", 0, 0, 1, 0, 0)) + struct.pack("=qQQiI", fd, 0, 0, 0, 0)
+    fcntl.ioctl(fd, FIDEDUPERANGE, arg, True)
+    status = struct.unpack_from("=qQQiI", arg, 24)[3]
+    if status < 0:
+        raise OSError(-status, os.strerror(-status))
+
+
 def _extents(fd: int) -> list[tuple[int, int, int, int]] | None:
     """``(logical, physical, length, flags)`` of every extent, or ``None`` if unknown."""
     out: list[tuple[int, int, int, int]] = []

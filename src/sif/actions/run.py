@@ -276,7 +276,7 @@ def probe_reflink(plan: Plan) -> list[str]:
         except OSError:
             continue  # the step's own re-check names it
         try:
-            fsops.dedupe_range(fd, fd, 0)
+            fsops.probe_dedupe(fd)
             verdict[d] = None
         except OSError as exc:
             if exc.errno in fsops.NO_REFLINK_ERRNOS:

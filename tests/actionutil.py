@@ -1,0 +1,89 @@
+"""Helpers for the action tests: reports of real trees, snapshots, sif in a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from sif.actions.report import Report, dupes_header, read_report
+from sif.exact import find_duplicates
+from sif.report import write_dupes
+
+
+def report_of(*roots: Path, path: Path | None = None, **options: object) -> Report:
+    """The report ``sif dupes --format json ROOTS`` would write, read back (and saved to ``path``)."""
+    groups = find_duplicates([str(r) for r in roots], jobs=1, **options)  # type: ignore[arg-type]
+    buf = io.BytesIO()
+    write_dupes(groups, buf, "json", header=dupes_header([str(r) for r in roots], ["dupes"]))
+    if path is not None:
+        path.write_bytes(buf.getvalue())
+    buf.seek(0)
+    return read_report(buf)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, bytes | str, int]]:
+    """Every name under ``root``: (kind, bytes or link text, inode)."""
+    out: dict[str, tuple[str, bytes | str, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if os.path.islink(p):
+                out[p] = ("link", os.readlink(p), st.st_ino)
+            else:
+                out[p] = ("file", Path(p).read_bytes(), st.st_ino)
+    return out
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    """Every name under ``root`` and the bytes it reads (a symlink is followed)."""
+    return {p: Path(p).read_bytes() for p in snapshot(root)}
+
+
+def sif(
+    *args: str, env: dict[str, str] | None = None, nobody: bool = False, **kw: object
+) -> subprocess.CompletedProcess[str]:
+    """``python -m sif ARGS`` in a subprocess (as user ``nobody`` with ``nobody``)."""
+    drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if nobody else []
+    return subprocess.run(
+        [*drop, sys.executable, "-m", "sif", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        **kw,  # type: ignore[call-overload]
+    )
+
+
+@contextlib.contextmanager
+def tmpfs(size: str = "64m") -> Iterator[Path]:
+    """A fresh tmpfs mount (we are root), unmounted afterwards."""
+    where = Path(tempfile.mkdtemp(prefix="sif-tmpfs-", dir="/tmp"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "none", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+        where.rmdir()
+
+
+@contextlib.contextmanager
+def btrfs(size_mb: int = 128) -> Iterator[Path]:
+    """A loop-mounted Btrfs image (mkfs.btrfs from btrfs-progs), unmounted afterwards."""
+    where = Path(tempfile.mkdtemp(prefix="sif-btrfs-", dir="/tmp"))
+    image = where.with_suffix(".img")
+    with open(image, "wb") as f:
+        f.truncate(size_mb * 1024 * 1024)
+    subprocess.run(["mkfs.btrfs", "-q", str(image)], check=True, capture_output=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+        where.rmdir()
+        image.unlink()
