@@ -57,13 +57,27 @@ class Journal:
             os.makedirs(directory, mode=0o700, exist_ok=True)
             stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
             path = os.path.join(directory, f"{stamp}-{header['action']}-{os.getpid()}.jsonl")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        # Written whole under a temporary name, then renamed into place (never over a
+        # file): a kill leaves no journal or a complete plan, never half a plan.
+        from sif.actions.fsops import rename_noreplace
+
+        if os.path.lexists(path):
+            raise InputError(f"{path}: a journal of that name exists already")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the journal: {exc.strerror}") from None
         journal = cls(path, fd)
-        lines = [
-            json_line({"j": "header", "kind": JOURNAL_KIND, "format": JOURNAL_FORMAT, **header})
-        ]
-        lines += [json_line({"j": "step", **s.to_dict()}) for s in steps]
-        journal._write(b"".join(lines), sync=True)
+        try:
+            head = {"j": "header", "kind": JOURNAL_KIND, "format": JOURNAL_FORMAT, **header}
+            lines = [json_line(head), *(json_line({"j": "step", **s.to_dict()}) for s in steps)]
+            journal._write(b"".join(lines), sync=True)
+            rename_noreplace(tmp, path)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
         return journal
 
     @classmethod
