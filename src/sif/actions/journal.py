@@ -65,7 +65,9 @@ class Journal:
             raise InputError(f"{path}: a journal of that name exists already")
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
+            )
         except OSError as exc:
             raise InputError(f"{path}: cannot write the journal: {exc.strerror}") from None
         journal = cls(path, fd)
