@@ -17,7 +17,7 @@ from sif.report import write_dupes
 
 
 def report_of(*roots: Path, path: Path | None = None, **options: object) -> Report:
-    """The report ``sif dupes --format json ROOTS`` would write, read back (and saved to ``path``)."""
+    """What ``sif dupes --format json ROOTS`` would write, read back (and saved to ``path``)."""
     groups = find_duplicates([str(r) for r in roots], jobs=1, **options)  # type: ignore[arg-type]
     buf = io.BytesIO()
     write_dupes(groups, buf, "json", header=dupes_header([str(r) for r in roots], ["dupes"]))
@@ -73,13 +73,14 @@ def tmpfs(size: str = "64m") -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def btrfs(size_mb: int = 128) -> Iterator[Path]:
-    """A loop-mounted Btrfs image (mkfs.btrfs from btrfs-progs), unmounted afterwards."""
-    where = Path(tempfile.mkdtemp(prefix="sif-btrfs-", dir="/tmp"))
+def loopfs(kind: str = "btrfs") -> Iterator[Path]:
+    """A loop-mounted Btrfs or XFS image (btrfs-progs, xfsprogs), unmounted afterwards."""
+    where = Path(tempfile.mkdtemp(prefix=f"sif-{kind}-", dir="/tmp"))
     image = where.with_suffix(".img")
     with open(image, "wb") as f:
-        f.truncate(size_mb * 1024 * 1024)
-    subprocess.run(["mkfs.btrfs", "-q", str(image)], check=True, capture_output=True)
+        f.truncate((128 if kind == "btrfs" else 320) * 1024 * 1024)  # XFS needs 300 MB
+    mkfs = ["mkfs.btrfs", "-q"] if kind == "btrfs" else ["mkfs.xfs", "-q", "-m", "reflink=1"]
+    subprocess.run([*mkfs, str(image)], check=True, capture_output=True)
     subprocess.run(["mount", "-o", "loop", str(image), str(where)], check=True)
     try:
         yield where

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from actionutil import btrfs, contents, report_of, sif, snapshot, tmpfs
+from actionutil import contents, loopfs, report_of, sif, snapshot, tmpfs
 from sif.actions import plan_actions, read_report, run_plan, undo_journal
 from sif.actions.fsops import extents_shared
 from treeutil import write
@@ -220,7 +220,7 @@ def test_cross_device_links_are_refused_unless_symlink(tmp_path: Path) -> None:
         before = snapshot(d2)
         r = sif("link", str(report))
         assert r.returncode == 1
-        assert f"group 1 (xxh3-128:" in r.stderr
+        assert "group 1 (xxh3-128:" in r.stderr
         assert f"{d2}/a is on another file system: a hard link cannot cross" in r.stderr
         assert snapshot(d2) == before
         r = sif("dedupe", str(report))
@@ -239,8 +239,9 @@ def test_cross_device_links_are_refused_unless_symlink(tmp_path: Path) -> None:
         assert os.readlink(d2 / "a") == str(d1 / "a")
 
 
-def test_dedupe_shares_extents_on_btrfs_and_undo_unshares(tmp_path: Path) -> None:
-    with btrfs() as fs:
+@pytest.mark.parametrize("kind", ["btrfs", "xfs"])
+def test_dedupe_shares_extents_and_undo_unshares(kind: str) -> None:
+    with loopfs(kind) as fs:
         big = os.urandom(3 * 1024 * 1024 + 17)
         for name in ("a", "b", "c"):
             write(fs / name, big)
@@ -359,3 +360,17 @@ def test_api_plan_and_run(tmp_path: Path) -> None:
     assert result.journal is not None
     undone = undo_journal(result.journal)
     assert undone.undone == 3
+
+
+def test_undo_gives_back_hard_links_between_names_of_one_dropped_file(tmp_path: Path) -> None:
+    write(tmp_path / "t/a", A)
+    write(tmp_path / "t/b", A)
+    os.link(tmp_path / "t/b", tmp_path / "t/b2")
+    report = report_of(tmp_path / "t")
+    result = run_plan(plan_actions(report, "link"))
+    assert result.done == 2 and result.bytes_reclaimed == len(A)
+    assert ino(tmp_path / "t/b") == ino(tmp_path / "t/a")
+    assert result.journal is not None
+    assert undo_journal(result.journal).undone == 2
+    assert ino(tmp_path / "t/b") == ino(tmp_path / "t/b2") != ino(tmp_path / "t/a")
+    assert (tmp_path / "t/b2").read_bytes() == A

@@ -9,7 +9,8 @@ with a warning naming it, and the rest goes on:
   name beside it, their digest checked against the report's, the file's
   own mode, owner and times (journaled before the step) restored, and the
   copy renamed over the link. The name gets a new inode, with the original
-  bytes and metadata;
+  bytes and metadata; names that were hard links of one dropped file are
+  hard links of one restored file again;
 - a **dedupe** is undone the same way (the file keeps its inode's metadata;
   its extents are no longer shared);
 - a file moved to the **trash** or under ``--to`` is renamed back, never
@@ -91,7 +92,34 @@ def _restore_copy(step: Step, path: str, fd: int, meta: dict[str, int] | os.stat
         raise
 
 
-def _undo_step(step: Step, begin: dict[str, Any], done: dict[str, Any]) -> None:
+def _relink(path: str, twin: tuple[str, tuple[int, int]]) -> bool:
+    """Give ``path`` the inode already restored for another name of the same file."""
+    other, key = twin
+    try:
+        st = os.lstat(other)
+    except FileNotFoundError:
+        return False
+    if (st.st_dev, st.st_ino) != key:
+        return False
+    tmp = fsops.temp_name(os.path.dirname(path))
+    os.link(other, tmp, follow_symlinks=False)
+    try:
+        made = os.lstat(tmp)
+        if (made.st_dev, made.st_ino) != key:
+            raise Refused(path, "the restored twin changed during the undo")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return True
+
+
+def _undo_step(
+    step: Step,
+    begin: dict[str, Any],
+    done: dict[str, Any],
+    restored: dict[tuple[int, int], tuple[str, tuple[int, int]]],
+) -> None:
     path = step.drop.path
     keep = step.keep
     if step.action in ("link", "symlink"):
@@ -111,9 +139,14 @@ def _undo_step(step: Step, begin: dict[str, Any], done: dict[str, Any]) -> None:
         try:
             if st.st_size != keep.size or st.st_mtime_ns != keep.mtime_ns:
                 raise Refused(path, "the kept copy was modified since the link")
-            _restore_copy(step, path, fd, begin["meta"])
+            # Names that were hard links of one file become one file again.
+            twin = restored.get(step.drop.key)
+            if twin is None or not _relink(path, twin):
+                _restore_copy(step, path, fd, begin["meta"])
         finally:
             os.close(fd)
+        new = os.lstat(path)
+        restored.setdefault(step.drop.key, (path, (new.st_dev, new.st_ino)))
         return
     if step.action == "reflink":
         try:
@@ -174,13 +207,14 @@ def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Undo
                     f"{path}: 'sif remove' deleted {len(removed)} file(s): that cannot be undone"
                 )
         done_steps = reconcile(data, j, None)
+        restored: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
         for step in sorted(data.steps, key=lambda s: -s.index):
             if step.index not in done_steps or data.state(step.index) != "done":
                 continue
             begin = data.find(step.index, "begin") or {}
             done = data.last(step.index) or {}
             try:
-                _undo_step(step, begin, done)
+                _undo_step(step, begin, done, restored)
             except Refused as exc:
                 j.record("refused", step.index, cause=exc.cause, at=now())
                 warn(exc.path, f"{exc.cause}: not undone")
