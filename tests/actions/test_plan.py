@@ -181,3 +181,15 @@ def test_bad_reports_are_refused_with_a_clear_message(
     assert r.returncode == 3
     assert message in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_move_refuses_two_files_bound_for_one_destination(tmp_path: Path) -> None:
+    for d in ("r1", "r2", "r3"):
+        write(tmp_path / d / "f", DATA)
+    roots = [tmp_path / "r1", tmp_path / "r2", tmp_path / "r3"]
+    plan = plan_actions(report_of(*roots), "move", to=str(tmp_path / "to"))
+    assert [s.target for s in plan.active] == [str(tmp_path / "to/f")]
+    assert plan.refused == [
+        f"group 1 ({plan.steps[0].digest}, kept copy {tmp_path}/r1/f): {tmp_path}/r3/f: "
+        f"{tmp_path}/to/f exists in the plan: not moved"
+    ]

@@ -225,6 +225,9 @@ def test_cross_device_links_are_refused_unless_symlink(tmp_path: Path) -> None:
         assert snapshot(d2) == before
         r = sif("dedupe", str(report))
         assert r.returncode == 1 and "shared extents cannot cross file systems" in r.stderr
+        r = sif("remove", "--to", str(d1 / "not/yet"), str(report))
+        assert r.returncode == 1 and "(a move would be a copy): not moved" in r.stderr
+        assert snapshot(d2) == before and not (d1 / "not").exists()
         r = sif("link", "--symlink", str(report))
         assert r.returncode == 0, r.stderr
         for name in ("a", "b"):

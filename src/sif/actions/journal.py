@@ -95,12 +95,16 @@ class Journal:
             os.fsync(self._fd)
 
     def record(self, kind: str, step: int | None = None, sync: bool = False, **fields: Any) -> None:
-        """Append one record; ``sync`` fsyncs it (always for ``begin``)."""
+        """Append one record; ``sync`` fsyncs it (a batch of ``begin`` records: :meth:`sync`)."""
         doc: dict[str, Any] = {"j": kind}
         if step is not None:
             doc["step"] = step
         doc.update(fields)
-        self._write(json_line(doc), sync or kind == "begin")
+        self._write(json_line(doc), sync)
+
+    def sync(self) -> None:
+        """Make every record written so far durable."""
+        os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -248,8 +248,14 @@ def plan_actions(
         groups = groups.groups
     root_list = [os.path.abspath(r) for r in (roots or ())]
     to_dir = os.path.abspath(to) if to is not None else None
-    to_dev = os.stat(to_dir).st_dev if to_dir is not None and os.path.isdir(to_dir) else None
+    to_dev = None
+    if to_dir is not None:
+        existing = to_dir
+        while not os.path.isdir(existing):  # the device it will be made on
+            existing = os.path.dirname(existing)
+        to_dev = os.stat(existing).st_dev
     plan = Plan(action, keep, source=source)
+    destinations: set[str] = set()
     for gi, g in enumerate(groups, 1):
         plain = [r for r in g.replicas if r.archive is None]
         ranked = rank(plain, keep, root_list)
@@ -296,11 +302,13 @@ def plan_actions(
                             "file system (a move would be a copy): not moved"
                         )
                         continue
-                    if os.path.lexists(target):
+                    if os.path.lexists(target) or target in destinations:
                         plan.refused.append(
-                            f"{what}: {display_path(p)}: {display_path(target)} exists: not moved"
+                            f"{what}: {display_path(p)}: {display_path(target)} exists"
+                            f"{'' if os.path.lexists(target) else ' in the plan'}: not moved"
                         )
                         continue
+                    destinations.add(target)
                 elif action == "reflink" and _shared(best.path, p):
                     noop = f"extents already shared with {display_path(best.path)}"
                 steps.append((d, target, noop))

@@ -7,7 +7,9 @@ For every step, in order:
    bytes through both descriptors. Any difference: the step is *skipped*
    with a warning naming the file and the cause;
 2. **journal**: a ``begin`` record naming the temporary name the step will
-   use, fsynced;
+   use, fsynced before the step acts (steps go in batches of up to
+   :data:`BATCH`: each is re-checked, their records fsynced at once, then
+   each runs);
 3. **act**, so that a kill at any moment leaves the old file or the new one,
    never neither:
 
@@ -80,8 +82,32 @@ def _figures(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+BATCH = 128
+"""Steps re-checked, then journaled with one fsync, then run: fsyncs are what a run waits on."""
+
+
+@dataclass
+class _Ready:
+    """A step re-checked and about to run: both files open, its ``begin`` record made."""
+
+    step: Step
+    kfd: int
+    kst: os.stat_result
+    dfd: int
+    dst: os.stat_result
+    begin: dict[str, Any]
+
+
 class Runner:
-    """Runs steps one by one, with what sif's own earlier steps changed in mind."""
+    """Runs steps in order, with what sif's own earlier steps changed in mind.
+
+    Steps go in batches: each step of a batch is re-checked (both files
+    opened, figures and bytes compared) and gets its ``begin`` record; the
+    records are written and fsynced at once; then each step runs, checking
+    both descriptors and the name once more just before its rename. A batch
+    ends early before a step touching an inode that an earlier step of the
+    batch changes (the other names of a file with hard links).
+    """
 
     def __init__(self, journal: Journal | None, on_warning: WarningSink) -> None:
         self.journal = journal
@@ -107,67 +133,107 @@ class Runner:
         self.result.problems.append(w)
         self.on_warning(w)
 
-    def run(self, step: Step) -> str:
-        """Run one step; its outcome: ``done``, ``noop``, ``skipped`` or ``failed``."""
-        if step.noop is not None:
-            self.result.noops += 1
-            return "noop"
+    def run_all(self, steps: Iterable[Step]) -> None:
+        """Run ``steps`` in order, in batches (see the class)."""
+        batch: list[_Ready] = []
+        touched: set[tuple[int, int]] = set()
+        for step in steps:
+            if step.noop is not None:
+                self.result.noops += 1
+                continue
+            if step.drop.key in touched or len(batch) >= BATCH:
+                self._flush(batch)
+                batch, touched = [], set()
+            ready = self._guard(step, self._prepare, step)
+            if isinstance(ready, _Ready):
+                batch.append(ready)
+                touched.add(step.drop.key)
+        self._flush(batch)
+
+    def run(self, step: Step) -> None:
+        """Run one step on its own."""
+        self.run_all([step])
+
+    def _guard(self, step: Step, func: Any, *args: Any) -> Any:
+        """``func(*args)``; a :class:`Changed` skips the step, an ``OSError`` fails it."""
         try:
-            outcome = self._run(step)
+            return func(*args)
         except Changed as exc:
             self._record("skipped", step.index, cause=str(exc))
             self._warn(exc.path, f"{exc.cause}: skipped, left as it was")
             self.result.skipped += 1
-            return "skipped"
         except OSError as exc:
             cause = exc.strerror or str(exc)
             self._record("failed", step.index, cause=cause)
             self._warn(step.drop.path, f"{step.action} failed ({cause}): left as it was")
             self.result.failed += 1
-            return "failed"
-        if outcome == "noop":
-            self.result.noops += 1
-        else:
-            self.result.done += 1
-        return outcome
+        return None
 
-    def _run(self, step: Step) -> str:
+    def _prepare(self, step: Step) -> _Ready | None:
+        """Re-check ``step``; its files stay open for the run (closed here on any failure)."""
         keep, drop = step.keep, step.drop
         kfd, kst = open_checked(keep, self.want(keep))
+        dfd = -1
         try:
             dfd, dst = open_checked(drop, self.want(drop))
-            try:
-                if not self.comparer.same(kfd, dfd, keep.size):
-                    raise Changed(
-                        drop.path, f"its bytes differ from the kept copy {display_path(keep.path)}"
-                    )
-                return self._act(step, kfd, kst, dfd, dst)
-            finally:
-                self.result.bytes_read = self.comparer.bytes_read
+            same = self.comparer.same(kfd, dfd, keep.size)
+            self.result.bytes_read = self.comparer.bytes_read
+            if not same:
+                raise Changed(
+                    drop.path, f"its bytes differ from the kept copy {display_path(keep.path)}"
+                )
+            if step.action == "reflink" and fsops.extents_shared(kfd, dfd):
+                os.close(kfd)
                 os.close(dfd)
-        finally:
+                self.result.noops += 1
+                return None
+            begin: dict[str, Any] = {"meta": _meta(dst), "at": now()}
+            directory = os.path.dirname(drop.path)
+            if step.action in ("link", "symlink", "remove"):
+                begin["tmp"] = fsops.temp_name(directory)
+            elif step.action == "move":
+                begin["dest"] = step.target
+            elif step.action == "trash":
+                can = self.cans.get(drop.dev)
+                if can is None:
+                    can = self.cans[drop.dev] = trash_can(drop.path, drop.dev)
+                # The info file reserves the name: a kill before the fsync below leaves
+                # at most an info file (sif's own) without its file.
+                begin["dest"], begin["info"] = reserve(drop.path, can)
+            return _Ready(step, kfd, kst, dfd, dst, begin)
+        except BaseException:
             os.close(kfd)
+            if dfd >= 0:
+                os.close(dfd)
+            raise
 
-    def _still(
-        self,
-        step: Step,
-        kfd: int,
-        kst: os.stat_result,
-        dfd: int,
-        dst: os.stat_result,
-        linked: bool = False,
-    ) -> None:
+    def _flush(self, batch: list[_Ready]) -> None:
+        if not batch:
+            return
+        if self.journal is not None:
+            for r in batch:
+                self.journal.record("begin", r.step.index, sync=False, **r.begin)
+            self.journal.sync()
+        for r in batch:
+            try:
+                if self._guard(r.step, self._act, r) == "done":
+                    self.result.done += 1
+            finally:
+                os.close(r.kfd)
+                os.close(r.dfd)
+
+    def _still(self, r: _Ready, linked: bool = False) -> None:
         """Nothing changed since the re-check: both inodes, and the target's name.
 
-        ``linked``: sif itself just gave the kept inode a name (its ctime changed).
+        ``linked``: sif itself just gave the kept inode a name (its ctime changed;
+        so did the ctime an earlier step of the batch left).
         """
-        want = Expected.now(kst)
-        check_stat(
-            step.keep.path,
-            os.fstat(kfd),
-            want if not linked else Expected(want.size, want.mtime_ns, None),
-        )
-        check_stat(step.drop.path, os.fstat(dfd), Expected.now(dst))
+        step = r.step
+        want = Expected.now(r.kst)
+        if linked or step.action == "link":
+            want = Expected(want.size, want.mtime_ns, None)
+        check_stat(step.keep.path, os.fstat(r.kfd), want)
+        check_stat(step.drop.path, os.fstat(r.dfd), Expected.now(r.dst))
         try:
             lst = os.lstat(step.drop.path)
         except FileNotFoundError:
@@ -175,30 +241,28 @@ class Runner:
         if (lst.st_dev, lst.st_ino) != step.drop.key:
             raise Changed(step.drop.path, "replaced by another file during the step")
 
-    def _after(self, step: Step, kfd: int, dfd: int, dst: os.stat_result, **extra: Any) -> None:
-        ka, da = os.fstat(kfd), os.fstat(dfd)
+    def _after(self, r: _Ready, **extra: Any) -> None:
+        step = r.step
+        ka, da = os.fstat(r.kfd), os.fstat(r.dfd)
         self.expected[step.keep.key] = Expected.now(ka)
         self.expected[step.drop.key] = Expected.now(da)
-        last_name = dst.st_nlink == 1
+        last_name = r.dst.st_nlink == 1
         if step.action in RECLAIMING and (last_name or step.action == "reflink"):
             self.result.bytes_reclaimed += step.drop.size
         elif step.action in ("trash", "move") and last_name:
             self.result.bytes_moved += step.drop.size
         self._record("done", step.index, keep_after=_figures(ka), drop_after=_figures(da), **extra)
 
-    def _act(self, step: Step, kfd: int, kst: os.stat_result, dfd: int, dst: os.stat_result) -> str:
+    def _act(self, r: _Ready) -> str:
+        step = r.step
         action, drop = step.action, step.drop
-        directory = os.path.dirname(drop.path)
         if action == "reflink":
-            if fsops.extents_shared(kfd, dfd):
-                return "noop"
-            self._record("begin", step.index, meta=_meta(dst), at=now())
-            fsops.dedupe_range(kfd, dfd, drop.size)
-            self._after(step, kfd, dfd, dst)
+            self._still(r)
+            fsops.dedupe_range(r.kfd, r.dfd, drop.size)
+            self._after(r)
             return "done"
         if action in ("link", "symlink"):
-            tmp = fsops.temp_name(directory)
-            self._record("begin", step.index, tmp=tmp, meta=_meta(dst), at=now())
+            tmp = r.begin["tmp"]
             try:
                 if action == "link":
                     os.link(step.keep.path, tmp, follow_symlinks=False)
@@ -211,42 +275,40 @@ class Runner:
             try:
                 if (made.st_dev, made.st_ino) != step.keep.key:
                     raise Changed(step.keep.path, "replaced by another file during the step")
-                self._still(step, kfd, kst, dfd, dst, linked=action == "link")
+                self._still(r, linked=action == "link")
                 os.replace(tmp, drop.path)
             except BaseException:
                 os.unlink(tmp)  # the name sif just made, never the user's file
+                now_k = os.fstat(r.kfd)
+                if (now_k.st_size, now_k.st_mtime_ns) == (r.kst.st_size, r.kst.st_mtime_ns):
+                    # sif's own link and unlink changed the kept inode's ctime, nothing else.
+                    self.expected[step.keep.key] = Expected.now(now_k)
                 raise
-            self._after(step, kfd, dfd, dst)
+            self._after(r)
             return "done"
         if action == "remove":
-            tmp = fsops.temp_name(directory)
-            self._record("begin", step.index, tmp=tmp, meta=_meta(dst), at=now())
-            self._still(step, kfd, kst, dfd, dst)
+            tmp = r.begin["tmp"]
+            self._still(r)
             self._park_and_check(drop, tmp)
             os.unlink(tmp)
-            self._after(step, kfd, dfd, dst)
+            self._after(r)
             return "done"
+        dest = r.begin["dest"]
         if action == "trash":
-            can = self.cans.get(drop.dev)
-            if can is None:
-                can = self.cans[drop.dev] = trash_can(drop.path, drop.dev)
-            self._record("begin", step.index, can=can.root, meta=_meta(dst), at=now())
-            dest, info = reserve(drop.path, can)
-            self._record("begin", step.index, dest=dest, info=info, meta=_meta(dst), at=now())
+            info = r.begin["info"]
             try:
-                self._still(step, kfd, kst, dfd, dst)
+                self._still(r)
                 self._park_and_check(drop, dest)
             except BaseException:
                 os.unlink(info)  # sif's own info file
                 raise
-            self._after(step, kfd, dfd, dst, dest=dest, info=info)
+            self._after(r, dest=dest, info=info)
             return "done"
-        assert action == "move" and step.target is not None
-        self._record("begin", step.index, dest=step.target, meta=_meta(dst), at=now())
-        os.makedirs(os.path.dirname(step.target), exist_ok=True)
-        self._still(step, kfd, kst, dfd, dst)
-        self._park_and_check(drop, step.target)
-        self._after(step, kfd, dfd, dst, dest=step.target)
+        assert action == "move"
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        self._still(r)
+        self._park_and_check(drop, dest)
+        self._after(r, dest=dest)
         return "done"
 
     @staticmethod
@@ -332,8 +394,7 @@ def run_plan(
     j = Journal.create(_header(plan), plan.steps, journal) if use_journal else None
     runner = Runner(j, on_warning)
     try:
-        for step in plan.steps:
-            runner.run(step)
+        runner.run_all(plan.steps)
         if j is not None:
             j.record("end", at=now(), sync=True)
     finally:
@@ -423,9 +484,7 @@ def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Ru
     runner = Runner(j, on_warning)
     try:
         reconcile(data, j, runner)
-        for step in data.steps:
-            if data.state(step.index) in (None, "abandoned"):
-                runner.run(step)
+        runner.run_all(s for s in data.steps if data.state(s.index) in (None, "abandoned"))
         j.record("end", at=now(), sync=True)
     finally:
         j.close()
