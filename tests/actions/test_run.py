@@ -377,3 +377,16 @@ def test_undo_gives_back_hard_links_between_names_of_one_dropped_file(tmp_path: 
     assert undo_journal(result.journal).undone == 2
     assert ino(tmp_path / "t/b") == ino(tmp_path / "t/b2") != ino(tmp_path / "t/a")
     assert (tmp_path / "t/b2").read_bytes() == A
+
+
+def test_resume_of_a_finished_run_and_an_existing_journal_are_clear_errors(tmp_path: Path) -> None:
+    root = tree(tmp_path / "t")
+    report = saved_report(root, root / "one", root / "two")
+    journal = tmp_path / "j.jsonl"
+    assert sif("link", "-q", "--journal", str(journal), str(report)).returncode == 0
+    r = sif("resume", str(journal))
+    assert r.returncode == 3 and "that run finished: nothing to resume" in r.stderr
+    r = sif("link", "--journal", str(journal), str(report))
+    assert r.returncode == 3 and "a journal of that name exists already" in r.stderr
+    r = sif("undo", str(report))
+    assert r.returncode == 3 and "not a sif journal" in r.stderr

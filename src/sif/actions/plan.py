@@ -31,7 +31,7 @@ import fnmatch
 import os
 import shlex
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from sif.errors import ConfigError
@@ -93,7 +93,31 @@ class Step:
     noop: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        k, d = self.keep, self.drop
+        return {
+            "index": self.index,
+            "action": self.action,
+            "group": self.group,
+            "digest": self.digest,
+            "keep": {
+                "path": k.path,
+                "dev": k.dev,
+                "ino": k.ino,
+                "size": k.size,
+                "mtime_ns": k.mtime_ns,
+                "ctime_ns": k.ctime_ns,
+            },
+            "drop": {
+                "path": d.path,
+                "dev": d.dev,
+                "ino": d.ino,
+                "size": d.size,
+                "mtime_ns": d.mtime_ns,
+                "ctime_ns": d.ctime_ns,
+            },
+            "target": self.target,
+            "noop": self.noop,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Step:
@@ -271,7 +295,10 @@ def plan_actions(
             continue
         best = next(r for r in ranked if id(r) in kept)
         k = _ref(best, best.path, g.size)
-        what = f"group {gi} ({g.digest}, kept copy {display_path(best.path)})"
+
+        def what(gi: int = gi, g: Group = g, best: Replica = best) -> str:
+            return f"group {gi} ({g.digest}, kept copy {display_path(best.path)})"
+
         steps: list[tuple[FileRef, str | None, str | None]] = []
         if action == "link":
             steps += [
@@ -283,7 +310,7 @@ def plan_actions(
                 why = "a hard link" if action == "link" else "shared extents"
                 hint = " (use --symlink)" if action == "link" else ""
                 plan.refused.append(
-                    f"{what}: {display_path(r.path)} is on another file system: "
+                    f"{what()}: {display_path(r.path)} is on another file system: "
                     f"{why} cannot cross file systems{hint}"
                 )
                 continue
@@ -298,13 +325,13 @@ def plan_actions(
                     target = _move_target(p, to_dir, root_list)
                     if to_dev is not None and to_dev != r.dev:
                         plan.refused.append(
-                            f"{what}: {display_path(p)}: {display_path(to_dir)} is on another "
+                            f"{what()}: {display_path(p)}: {display_path(to_dir)} is on another "
                             "file system (a move would be a copy): not moved"
                         )
                         continue
                     if os.path.lexists(target) or target in destinations:
                         plan.refused.append(
-                            f"{what}: {display_path(p)}: {display_path(target)} exists"
+                            f"{what()}: {display_path(p)}: {display_path(target)} exists"
                             f"{'' if os.path.lexists(target) else ' in the plan'}: not moved"
                         )
                         continue

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -385,13 +385,17 @@ def run_plan(
     journal: str | None = None,
     use_journal: bool = True,
     on_warning: WarningSink = ignore_warning,
+    on_journal: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run every step of ``plan``; journal it to ``journal`` (default: the state directory).
 
     Per-file problems go to ``on_warning`` (and into the result's
-    ``problems``); the run always goes on to the next step.
+    ``problems``); the run always goes on to the next step. ``on_journal``
+    is told the journal's path once it exists, before the first step.
     """
     j = Journal.create(_header(plan), plan.steps, journal) if use_journal else None
+    if j is not None and on_journal is not None:
+        on_journal(j.path)
     runner = Runner(j, on_warning)
     try:
         runner.run_all(plan.steps)
@@ -489,12 +493,3 @@ def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Ru
     finally:
         j.close()
     return runner.result
-
-
-def outcomes(steps: Iterable[Step], data: JournalData) -> dict[str, int]:
-    """How many steps of a journal ended how (``done``, ``skipped``...)."""
-    counts: dict[str, int] = {}
-    for s in steps:
-        state = data.state(s.index) or ("noop" if s.noop else "not run")
-        counts[state] = counts.get(state, 0) + 1
-    return counts

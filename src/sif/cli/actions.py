@@ -111,7 +111,12 @@ def _act(action: str, opts: dict[str, Any], to: str | None = None, absolute: boo
                 err=True,
             )
         sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)
-    result = run_plan(plan, journal=opts["journal"], on_warning=warnings)
+
+    def tell(path: str) -> None:
+        if not quiet:  # before the first step: a killed run can be resumed or undone
+            click.echo(f"sif: journal: {path} (sif undo / sif resume read it)", err=True)
+
+    result = run_plan(plan, journal=opts["journal"], on_warning=warnings, on_journal=tell)
     if not quiet:
         gained = (
             f"{human_size(result.bytes_moved)} moved"
