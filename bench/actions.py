@@ -129,16 +129,24 @@ def main() -> None:
                 samples[tool].append(s)
                 after[tool].add(inodes())
             print(f"rep {rep} {tool}: {s.wall:.2f} s", file=sys.stderr)
-    base = statistics.median(s.wall for s in samples.get("jdupes", samples[tools[0]]))
-    print("| tool | wall s (median) | CPU s | read MiB | files, inodes after | wall / jdupes |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    ref = samples.get("jdupes", samples[tools[0]])
+    base = statistics.median(s.wall for s in ref)
+    base_min = min(s.wall for s in ref)
+    base_cpu = statistics.median(s.cpu for s in ref)
+    print(
+        "| tool | wall s (median) | wall s (min) | CPU s | read MiB | files, inodes after "
+        "| wall / jdupes (median, min) | CPU / jdupes |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for t in tools:
         wall = statistics.median(s.wall for s in samples[t])
+        least = min(s.wall for s in samples[t])
         cpu = statistics.median(s.cpu for s in samples[t])
         read = statistics.median(s.rchar for s in samples[t]) / MiB
         print(
-            f"| {t} | {wall:.2f} | {cpu:.2f} | {read:.0f} | "
-            f"{', '.join(f'{a:,}, {b:,}' for a, b in sorted(after[t]))} | {wall / base:.2f} |"
+            f"| {t} | {wall:.2f} | {least:.2f} | {cpu:.2f} | {read:.0f} | "
+            f"{', '.join(f'{a:,}, {b:,}' for a, b in sorted(after[t]))} | "
+            f"{wall / base:.2f}, {least / base_min:.2f} | {cpu / base_cpu:.2f} |"
         )
 
 

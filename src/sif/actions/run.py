@@ -97,6 +97,13 @@ class _Ready:
     dst: os.stat_result
     begin: dict[str, Any]
 
+    def close_drop(self) -> None:
+        """Close the dropped file before its last name goes: an open inode without a
+        name costs ext4 a trip through its orphan list (half of link's time)."""
+        if self.dfd >= 0:
+            os.close(self.dfd)
+            self.dfd = -1
+
 
 class Runner:
     """Runs steps in order, with what sif's own earlier steps changed in mind.
@@ -220,7 +227,7 @@ class Runner:
                     self.result.done += 1
             finally:
                 os.close(r.kfd)
-                os.close(r.dfd)
+                r.close_drop()
 
     def _still(self, r: _Ready, linked: bool = False) -> None:
         """Nothing changed since the re-check: both inodes, and the target's name.
@@ -243,15 +250,20 @@ class Runner:
 
     def _after(self, r: _Ready, **extra: Any) -> None:
         step = r.step
-        ka, da = os.fstat(r.kfd), os.fstat(r.dfd)
+        ka = os.fstat(r.kfd)
         self.expected[step.keep.key] = Expected.now(ka)
-        self.expected[step.drop.key] = Expected.now(da)
+        if r.dfd >= 0:
+            da: list[int] | None = _figures(os.fstat(r.dfd))
+            self.expected[step.drop.key] = Expected.now(os.fstat(r.dfd))
+        else:  # closed before its rename: its other names (if any) have a new ctime
+            da = None
+            self.expected[step.drop.key] = Expected(r.dst.st_size, r.dst.st_mtime_ns, None)
         last_name = r.dst.st_nlink == 1
         if step.action in RECLAIMING and (last_name or step.action == "reflink"):
             self.result.bytes_reclaimed += step.drop.size
         elif step.action in ("trash", "move") and last_name:
             self.result.bytes_moved += step.drop.size
-        self._record("done", step.index, keep_after=_figures(ka), drop_after=_figures(da), **extra)
+        self._record("done", step.index, keep_after=_figures(ka), drop_after=da, **extra)
 
     def _act(self, r: _Ready) -> str:
         step = r.step
@@ -276,6 +288,7 @@ class Runner:
                 if (made.st_dev, made.st_ino) != step.keep.key:
                     raise Changed(step.keep.path, "replaced by another file during the step")
                 self._still(r, linked=action == "link")
+                r.close_drop()
                 os.replace(tmp, drop.path)
             except BaseException:
                 os.unlink(tmp)  # the name sif just made, never the user's file
@@ -290,6 +303,7 @@ class Runner:
             tmp = r.begin["tmp"]
             self._still(r)
             self._park_and_check(drop, tmp)
+            r.close_drop()
             os.unlink(tmp)
             self._after(r)
             return "done"
