@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,7 +51,9 @@ def sif(
     *args: str, env: dict[str, str] | None = None, nobody: bool = False, **kw: object
 ) -> subprocess.CompletedProcess[str]:
     """``python -m sif ARGS`` in a subprocess (as user ``nobody`` with ``nobody``)."""
-    drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if nobody else []
+    drop = (
+        [tool("setpriv"), "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if nobody else []
+    )
     return subprocess.run(
         [*drop, sys.executable, "-m", "sif", *args],
         capture_output=True,
@@ -60,15 +63,24 @@ def sif(
     )
 
 
+def tool(name: str) -> str:
+    """A system tool, found on PATH or in the sbin directories (CI's PATH may lack them)."""
+    found = shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    assert found is not None, f"{name} is not installed (.ci/run installs it)"
+    return found
+
+
 @contextlib.contextmanager
 def tmpfs(size: str = "64m") -> Iterator[Path]:
     """A fresh tmpfs mount (we are root), unmounted afterwards."""
     where = Path(tempfile.mkdtemp(prefix="sif-tmpfs-", dir="/tmp"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "none", str(where)], check=True)
+    subprocess.run(
+        [tool("mount"), "-t", "tmpfs", "-o", f"size={size}", "none", str(where)], check=True
+    )
     try:
         yield where
     finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
+        subprocess.run([tool("umount"), "-l", str(where)], check=True)
         where.rmdir()
 
 
@@ -79,12 +91,16 @@ def loopfs(kind: str = "btrfs") -> Iterator[Path]:
     image = where.with_suffix(".img")
     with open(image, "wb") as f:
         f.truncate((128 if kind == "btrfs" else 320) * 1024 * 1024)  # XFS needs 300 MB
-    mkfs = ["mkfs.btrfs", "-q"] if kind == "btrfs" else ["mkfs.xfs", "-q", "-m", "reflink=1"]
+    mkfs = (
+        [tool("mkfs.btrfs"), "-q"]
+        if kind == "btrfs"
+        else [tool("mkfs.xfs"), "-q", "-m", "reflink=1"]
+    )
     subprocess.run([*mkfs, str(image)], check=True, capture_output=True)
-    subprocess.run(["mount", "-o", "loop", str(image), str(where)], check=True)
+    subprocess.run([tool("mount"), "-o", "loop", str(image), str(where)], check=True)
     try:
         yield where
     finally:
-        subprocess.run(["umount", str(where)], check=True)
+        subprocess.run([tool("umount"), str(where)], check=True)
         where.rmdir()
         image.unlink()
