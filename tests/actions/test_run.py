@@ -390,3 +390,27 @@ def test_resume_of_a_finished_run_and_an_existing_journal_are_clear_errors(tmp_p
     assert r.returncode == 3 and "a journal of that name exists already" in r.stderr
     r = sif("undo", str(report))
     assert r.returncode == 3 and "not a sif journal" in r.stderr
+
+
+def test_a_full_disk_fails_the_step_and_leaves_the_file(tmp_path: Path) -> None:
+    with tmpfs("1m") as d:
+        write(d / "a", A)
+        write(d / "b", A)
+        report = saved_report(d)
+        filler = d / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:  # fill every block
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        before = snapshot(d)
+        r = sif("remove", "--trash", str(report))
+        assert r.returncode == 1, r.stderr
+        assert f"{d}/b: trash failed (No space left on device): left as it was" in r.stderr
+        assert "1 failed" in r.stderr
+        after = snapshot(d)
+        assert {p: v for p, v in after.items() if "/.Trash" not in p} == before
+        assert [p for p in after if p.endswith(".trashinfo")] == []

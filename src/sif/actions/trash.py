@@ -97,9 +97,13 @@ def reserve(path: str, can: TrashCan, tries: int = 1000) -> tuple[str, str]:
         except FileExistsError:
             continue
         try:
-            os.write(fd, text)
+            if os.write(fd, text) != len(text):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), info)
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            os.unlink(info)  # sif's own, empty or cut short: never left behind
+            raise
+        os.close(fd)
         return dest, info
     raise OSError(errno.EEXIST, "no free name in the trash", can.root)
