@@ -51,7 +51,8 @@ def test_fdupes_format_matches_fdupes_layout(tmp_path: Path) -> None:
 
 def test_json_and_csv(tmp_path: Path) -> None:
     _, out, _ = run("--format", "json", "-q", str(tree(tmp_path)))
-    docs = [json.loads(line) for line in out.decode().splitlines()]
+    header, *docs = [json.loads(line) for line in out.decode().splitlines()]
+    assert header["report"] == "sif dupes"
     first = docs[0]
     assert first["size"] == 11
     assert first["digest"].startswith("xxh3-128:")
@@ -85,7 +86,7 @@ def test_undecodable_and_newline_names_round_trip(tmp_path: Path) -> None:
     assert set(out.rstrip(b"\0").split(b"\0")) == {raw, os.fsencode(tmp_path) + b"/new\nline"}
     # json: the undecodable byte is \udcff, which Python turns back into the byte.
     _, out, _ = run("--format", "json", "-q", str(tmp_path))
-    doc = json.loads(out)
+    doc = json.loads(out.splitlines()[1])
     assert raw in [os.fsencode(p) for p in doc["paths"]]
     assert "\\udcff" in out.decode("utf-8")
 

@@ -153,7 +153,7 @@ def test_dupes_with_nested_roots_under_two_jobs(tmp_path: Path) -> None:
         write(tmp_path / f"t/a/b/c{i}/f", b"same bytes\n")
     done = sif("dupes", "-j", "2", "--format", "json", "t", "t/a/b", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    [group] = [json.loads(line) for line in done.stdout.splitlines()]
+    [group] = [json.loads(line) for line in done.stdout.splitlines()[1:]]  # after the header
     assert sorted(group["paths"]) == sorted(f"t/a/b/c{i}/f" for i in range(30))
     assert group["hardlinks"] == [[]] * 30
     assert "30 files scanned" in done.stderr
@@ -175,7 +175,7 @@ def test_dupes_labels_symlinks_as_symlinks(tmp_path: Path) -> None:
     ]
     assert done.stdout.startswith("2 files of 11 bytes")
     done = sif("dupes", "-L", "-j", "1", "--format", "json", str(tmp_path / "d"))
-    [group] = [json.loads(line) for line in done.stdout.splitlines()]
+    [group] = [json.loads(line) for line in done.stdout.splitlines()[1:]]  # after the header
     assert group["hardlinks"] == [[f"{tmp_path}/d/a-hard"], []]
     assert group["symlinks"] == [[f"{tmp_path}/d/a-sym"], []]
     done = sif("dupes", "-L", "-j", "1", "--format", "csv", str(tmp_path / "d"))

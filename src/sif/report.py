@@ -56,8 +56,19 @@ def human_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def write_dupes(groups: Iterable[Group], out: BinaryIO, fmt: str, nul: bool = False) -> None:
-    """Write replica groups to ``out`` in format ``fmt`` (one of :data:`DUPES_FORMATS`)."""
+def write_dupes(
+    groups: Iterable[Group],
+    out: BinaryIO,
+    fmt: str,
+    nul: bool = False,
+    header: dict[str, Any] | None = None,
+) -> None:
+    """Write replica groups to ``out`` in format ``fmt`` (one of :data:`DUPES_FORMATS`).
+
+    In ``json``, ``header`` (:func:`sif.actions.report.dupes_header`) is the
+    first line, and each group also lists its ``files`` (names, device, inode,
+    size, mtime and ctime): the report that ``sif link``/``remove``/``dedupe`` read.
+    """
     if nul:
         for g in groups:
             for p in g.all_paths:
@@ -72,6 +83,10 @@ def write_dupes(groups: Iterable[Group], out: BinaryIO, fmt: str, nul: bool = Fa
                 out.write(os.fsencode(p) + b"\n")
             out.write(b"\n")
     elif fmt == "json":
+        from sif.actions.report import replica_record
+
+        if header is not None:
+            out.write(json_line(header))
         for g in groups:
             out.write(
                 json_line(
@@ -81,6 +96,7 @@ def write_dupes(groups: Iterable[Group], out: BinaryIO, fmt: str, nul: bool = Fa
                         "paths": list(g.paths),
                         "hardlinks": [list(r.hardlinks) for r in g.replicas],
                         "symlinks": [list(r.symlinks) for r in g.replicas],
+                        "files": [replica_record(r, g.size) for r in g.replicas],
                     }
                 )
             )

@@ -17,11 +17,16 @@ from sif import __version__
 
 COMMANDS = {
     "anchors": "sif.cli.anchors:anchors",
+    "dedupe": "sif.cli.actions:dedupe",
     "dupes": "sif.cli.dupes:dupes",
     "fuzzysum": "sif.cli.fuzzysum:fuzzysum",
     "index": "sif.cli.index:index",
+    "link": "sif.cli.actions:link",
     "query": "sif.cli.query:query",
+    "remove": "sif.cli.actions:remove",
+    "resume": "sif.cli.actions:resume",
     "similar": "sif.cli.similar:similar",
+    "undo": "sif.cli.actions:undo",
 }
 """Command name -> ``module:attribute`` of its click command."""
 

@@ -83,7 +83,9 @@ def dupes(
         if progress is not None:
             progress.close()
     out = sys.stdout.buffer
-    write_dupes(groups, out, fmt, nul=null)
+    from sif.actions.report import dupes_header
+
+    write_dupes(groups, out, fmt, nul=null, header=dupes_header(roots, sys.argv[1:]))
     out.flush()
     if verbose and not quiet:
         for stage, n in stats.survivors:

@@ -162,7 +162,7 @@ def merge_members(
         joined = by_key.pop((size, digest), None) if digest else None
         if joined:
             paths = tuple(sorted(cols.path(j) for j in idx))
-            plain = Replica(paths, dev, ino, cols.mtime_ns[i])
+            plain = Replica(paths, dev, ino, cols.mtime_ns[i], ctime_ns=cols.ctime_ns[i])
             result.append(
                 Group(size, "blake3:" + str(digest), (plain, *(_replica(m) for m in joined)))
             )

@@ -94,6 +94,7 @@ class Replica:
     """The names among ``paths`` that are symbolic links to the file (met with
     ``follow_symlinks``, or given as roots), sorted; they are not hardlinks:
     removing the file leaves them dangling."""
+    ctime_ns: int = 0
 
     @property
     def path(self) -> str:
@@ -675,6 +676,7 @@ class ReplicaFinder:
                     cols.ino[i],
                     cols.mtime_ns[i],
                     symlinks=symlinks,
+                    ctime_ns=cols.ctime_ns[i],
                 )
             )
         replicas.sort(key=lambda r: r.path)

@@ -1,0 +1,202 @@
+"""A ``sif dupes --format json`` report, read back for the actions.
+
+The report's first line is a header::
+
+    {"report": "sif dupes", "format": 1, "sif_version": "0.1.0", "args": [...],
+     "roots": ["/abs/root", ...], "cwd": "/where/it/ran", "time": "2026-...Z",
+     "host": "name", "machine_id": "..."}
+
+then one group a line, whose ``files`` list gives, for every file (inode),
+its names, device, inode, size, mtime and ctime in nanoseconds (and the
+archive holding it, for an archive member). A report without that header,
+of another format, or made on another machine is refused with
+:class:`sif.errors.InputError`; nothing is done.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from sif import __version__
+from sif.errors import InputError
+from sif.exact import Group, Replica
+
+REPORT_KIND = "sif dupes"
+REPORT_FORMAT = 1
+"""Bumped whenever a field the actions read changes meaning."""
+
+
+def machine_id() -> str:
+    """``/etc/machine-id`` (systemd, D-Bus), or ``""`` where there is none."""
+    for name in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(name, encoding="ascii") as f:
+                return f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+    return ""
+
+
+def dupes_header(roots: Iterable[str], args: Iterable[str]) -> dict[str, Any]:
+    """The header line of a report made now, here, from ``roots`` with ``args``."""
+    return {
+        "report": REPORT_KIND,
+        "format": REPORT_FORMAT,
+        "sif_version": __version__,
+        "args": list(args),
+        "roots": [os.path.abspath(r) for r in roots],
+        "cwd": os.getcwd(),
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "machine_id": machine_id(),
+    }
+
+
+def replica_record(r: Replica, size: int) -> dict[str, Any]:
+    """The ``files`` entry of one replica."""
+    return {
+        "names": list(r.paths),
+        "dev": r.dev,
+        "ino": r.ino,
+        "size": size,
+        "mtime_ns": r.mtime_ns,
+        "ctime_ns": r.ctime_ns,
+        "archive": r.archive,
+        "symlinks": list(r.symlinks),
+    }
+
+
+@dataclass
+class Report:
+    """A report read back: its header and its groups (names made absolute)."""
+
+    header: dict[str, Any]
+    groups: list[Group] = field(default_factory=list)
+    source: str = "-"
+
+    @property
+    def roots(self) -> list[str]:
+        return list(self.header.get("roots", []))
+
+
+def _int(doc: dict[str, Any], key: str, where: str) -> int:
+    value = doc.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(f"{where}: field {key!r} is missing or not an integer")
+    return value
+
+
+def _group(doc: Any, cwd: str, where: str) -> Group:
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+        raise InputError(f"{where}: not a group of a sif dupes report (no 'files' list)")
+    size = _int(doc, "size", where)
+    digest = doc.get("digest")
+    if not isinstance(digest, str) or ":" not in digest:
+        raise InputError(f"{where}: field 'digest' is missing or malformed")
+    replicas = []
+    for f in doc["files"]:
+        if not isinstance(f, dict):
+            raise InputError(f"{where}: a file entry is not an object")
+        names = f.get("names")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise InputError(f"{where}: a file entry has no 'names'")
+        if _int(f, "size", where) != size:
+            raise InputError(f"{where}: {names[0]}: size differs from the group's")
+        archive = f.get("archive")
+        if archive is not None and not isinstance(archive, str):
+            raise InputError(f"{where}: field 'archive' is not a string")
+        links = f.get("symlinks", [])
+        if not isinstance(links, list) or not all(isinstance(n, str) for n in links):
+            raise InputError(f"{where}: field 'symlinks' is not a list of names")
+        if archive is None:
+            names = [os.path.join(cwd, n) for n in names]
+            links = [os.path.join(cwd, n) for n in links]
+        replicas.append(
+            Replica(
+                tuple(names),
+                _int(f, "dev", where),
+                _int(f, "ino", where),
+                _int(f, "mtime_ns", where),
+                archive=archive,
+                symlinks=tuple(links),
+                ctime_ns=_int(f, "ctime_ns", where),
+            )
+        )
+    if len(replicas) < 2:
+        raise InputError(f"{where}: a group needs at least two files")
+    return Group(size, digest, tuple(replicas))
+
+
+def check_header(header: Any, source: str, *, any_machine: bool = False) -> dict[str, Any]:
+    """The header if it is one of a report the actions can use; else :class:`InputError`."""
+    if not isinstance(header, dict) or header.get("report") != REPORT_KIND:
+        raise InputError(
+            f"{source}: not a sif dupes report: its first line must be the header that "
+            "'sif dupes --format json' writes (a text, csv or older report cannot be acted on)"
+        )
+    if header.get("format") != REPORT_FORMAT:
+        raise InputError(
+            f"{source}: report format {header.get('format')!r} (sif "
+            f"{header.get('sif_version', '?')}); this sif reads format {REPORT_FORMAT}: "
+            "run sif dupes again"
+        )
+    for key in ("roots", "cwd", "host"):
+        if key not in header:
+            raise InputError(f"{source}: the report's header has no {key!r}")
+    mine = machine_id()
+    theirs = header.get("machine_id", "")
+    other = (mine and theirs and mine != theirs) or header["host"] != socket.gethostname()
+    if other and not any_machine:
+        raise InputError(
+            f"{source}: the report was made on another machine ({header['host']!r}, "
+            f"{header.get('time', '?')}): its devices and inodes mean nothing here"
+        )
+    return header
+
+
+def read_report(source: str | IO[bytes], *, any_machine: bool = False) -> Report:
+    """Read a report from a path (``"-"``: stdin) or a binary stream.
+
+    Raises :class:`InputError` naming the source (and line) for a report that
+    is not one, is of another format or machine, or does not parse.
+    """
+    if isinstance(source, str):
+        if source == "-":
+            import sys
+
+            return read_report(sys.stdin.buffer, any_machine=any_machine)
+        try:
+            with open(source, "rb") as f:
+                report = read_report(f, any_machine=any_machine)
+        except OSError as exc:
+            raise InputError(f"{source}: cannot read the report: {exc.strerror}") from None
+        report.source = source
+        return report
+    name = getattr(source, "name", "-")
+    name = name if isinstance(name, str) else "-"
+    lines = iter(source)
+    try:
+        first = next(lines)
+    except StopIteration:
+        raise InputError(f"{name}: empty report") from None
+    try:
+        header = json.loads(first)
+    except ValueError:
+        header = None
+    header = check_header(header, name, any_machine=any_machine)
+    report = Report(header, [], name)
+    for n, line in enumerate(lines, 2):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{name}: line {n}: not JSON ({exc})") from None
+        report.groups.append(_group(doc, header["cwd"], f"{name}: line {n}"))
+    return report

@@ -1,0 +1,509 @@
+"""Running a plan: each step re-checked, journaled, then done atomically.
+
+For every step, in order:
+
+1. **re-check** (:mod:`sif.actions.verify`): open the kept copy and the file
+   to drop as the report's inodes, check size, mtime and ctime, compare the
+   bytes through both descriptors. Any difference: the step is *skipped*
+   with a warning naming the file and the cause;
+2. **journal**: a ``begin`` record naming the temporary name the step will
+   use, fsynced before the step acts (steps go in batches of up to
+   :data:`BATCH`: each is re-checked, their records fsynced at once, then
+   each runs);
+3. **act**, so that a kill at any moment leaves the old file or the new one,
+   never neither:
+
+   - ``link``/``symlink``: the link is made under a temporary name beside the
+     target (``.sif-<random>.tmp``), checked to be the kept inode, and
+     renamed over the target;
+   - ``reflink``: ``FIDEDUPERANGE``; the kernel compares the bytes again
+     under its locks and shares the extents in place;
+   - ``remove``: the target is renamed to a temporary name, checked to be the
+     re-checked inode (else put back), then unlinked;
+   - ``trash``/``move``: renamed into the trash (:mod:`sif.actions.trash`) or
+     under ``--to``, never over an existing name;
+
+   just before the rename, both descriptors are ``fstat``-ed again: a file
+   written to during the step is left alone;
+4. a ``done`` record with what the step left (sif's own step changes the
+   kept inode's ctime: the next step of the group expects that).
+
+A step that fails (permission denied, read-only file system, disk full)
+leaves its file as it was, removes its temporary name, and is counted and
+named. A killed run is finished by :func:`resume_journal` or reversed by
+:func:`sif.actions.undo.undo_journal`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sif.actions import fsops
+from sif.actions.journal import Journal, JournalData, now, read_journal
+from sif.actions.plan import FileRef, Plan, Step
+from sif.actions.trash import TrashCan, reserve, trash_can
+from sif.actions.verify import Changed, Comparer, Expected, check_stat, open_checked
+from sif.errors import InputError
+from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
+
+RECLAIMING = frozenset({"link", "symlink", "reflink", "remove"})
+
+
+@dataclass
+class RunResult:
+    """Figures of one run (or resume) of a plan."""
+
+    journal: str | None
+    done: int = 0
+    noops: int = 0
+    skipped: int = 0
+    failed: int = 0
+    bytes_reclaimed: int = 0
+    bytes_moved: int = 0
+    bytes_read: int = 0
+    problems: list[ScanWarning] = field(default_factory=list)
+
+
+def _meta(st: os.stat_result) -> dict[str, int]:
+    return {
+        "mode": st.st_mode,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "atime_ns": st.st_atime_ns,
+        "mtime_ns": st.st_mtime_ns,
+    }
+
+
+def _figures(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+BATCH = 128
+"""Steps re-checked, then journaled with one fsync, then run: fsyncs are what a run waits on."""
+
+
+@dataclass
+class _Ready:
+    """A step re-checked and about to run: both files open, its ``begin`` record made."""
+
+    step: Step
+    kfd: int
+    kst: os.stat_result
+    dfd: int
+    dst: os.stat_result
+    begin: dict[str, Any]
+
+    def close_drop(self) -> None:
+        """Close the dropped file before its last name goes: an open inode without a
+        name costs ext4 a trip through its orphan list (half of link's time)."""
+        if self.dfd >= 0:
+            os.close(self.dfd)
+            self.dfd = -1
+
+
+class Runner:
+    """Runs steps in order, with what sif's own earlier steps changed in mind.
+
+    Steps go in batches: each step of a batch is re-checked (both files
+    opened, figures and bytes compared) and gets its ``begin`` record; the
+    records are written and fsynced at once; then each step runs, checking
+    both descriptors and the name once more just before its rename. A batch
+    ends early before a step touching an inode that an earlier step of the
+    batch changes (the other names of a file with hard links).
+    """
+
+    def __init__(self, journal: Journal | None, on_warning: WarningSink) -> None:
+        self.journal = journal
+        self.on_warning = on_warning
+        self.expected: dict[tuple[int, int], Expected] = {}
+        self.comparer = Comparer()
+        self.cans: dict[int, TrashCan] = {}
+        self.result = RunResult(journal.path if journal else None)
+
+    def _record(self, kind: str, step: int, **fields: Any) -> None:
+        if self.journal is not None:
+            self.journal.record(kind, step, **fields)
+
+    def want(self, ref: FileRef) -> Expected:
+        return self.expected.get(ref.key) or Expected.of(ref)
+
+    def forget_ctime(self, ref: FileRef) -> None:
+        w = self.want(ref)
+        self.expected[ref.key] = Expected(w.size, w.mtime_ns, None)
+
+    def _warn(self, path: str, cause: str) -> None:
+        w = ScanWarning(path, cause)
+        self.result.problems.append(w)
+        self.on_warning(w)
+
+    def run_all(self, steps: Iterable[Step]) -> None:
+        """Run ``steps`` in order, in batches (see the class)."""
+        batch: list[_Ready] = []
+        touched: set[tuple[int, int]] = set()
+        for step in steps:
+            if step.noop is not None:
+                self.result.noops += 1
+                continue
+            if step.drop.key in touched or len(batch) >= BATCH:
+                self._flush(batch)
+                batch, touched = [], set()
+            ready = self._guard(step, self._prepare, step)
+            if isinstance(ready, _Ready):
+                batch.append(ready)
+                touched.add(step.drop.key)
+        self._flush(batch)
+
+    def run(self, step: Step) -> None:
+        """Run one step on its own."""
+        self.run_all([step])
+
+    def _guard(self, step: Step, func: Any, *args: Any) -> Any:
+        """``func(*args)``; a :class:`Changed` skips the step, an ``OSError`` fails it."""
+        try:
+            return func(*args)
+        except Changed as exc:
+            self._record("skipped", step.index, cause=str(exc))
+            self._warn(exc.path, f"{exc.cause}: skipped, left as it was")
+            self.result.skipped += 1
+        except OSError as exc:
+            cause = exc.strerror or str(exc)
+            self._record("failed", step.index, cause=cause)
+            self._warn(step.drop.path, f"{step.action} failed ({cause}): left as it was")
+            self.result.failed += 1
+        return None
+
+    def _prepare(self, step: Step) -> _Ready | None:
+        """Re-check ``step``; its files stay open for the run (closed here on any failure)."""
+        keep, drop = step.keep, step.drop
+        kfd, kst = open_checked(keep, self.want(keep))
+        dfd = -1
+        try:
+            dfd, dst = open_checked(drop, self.want(drop))
+            same = self.comparer.same(kfd, dfd, keep.size)
+            self.result.bytes_read = self.comparer.bytes_read
+            if not same:
+                raise Changed(
+                    drop.path, f"its bytes differ from the kept copy {display_path(keep.path)}"
+                )
+            if step.action == "reflink" and fsops.extents_shared(kfd, dfd):
+                os.close(kfd)
+                os.close(dfd)
+                self.result.noops += 1
+                return None
+            begin: dict[str, Any] = {"meta": _meta(dst), "at": now()}
+            directory = os.path.dirname(drop.path)
+            if step.action in ("link", "symlink", "remove"):
+                begin["tmp"] = fsops.temp_name(directory)
+            elif step.action == "move":
+                begin["dest"] = step.target
+            elif step.action == "trash":
+                can = self.cans.get(drop.dev)
+                if can is None:
+                    can = self.cans[drop.dev] = trash_can(drop.path, drop.dev)
+                # The info file reserves the name: a kill before the fsync below leaves
+                # at most an info file (sif's own) without its file.
+                begin["dest"], begin["info"] = reserve(drop.path, can)
+            return _Ready(step, kfd, kst, dfd, dst, begin)
+        except BaseException:
+            os.close(kfd)
+            if dfd >= 0:
+                os.close(dfd)
+            raise
+
+    def _flush(self, batch: list[_Ready]) -> None:
+        if not batch:
+            return
+        if self.journal is not None:
+            for r in batch:
+                self.journal.record("begin", r.step.index, sync=False, **r.begin)
+            self.journal.sync()
+        for r in batch:
+            try:
+                if self._guard(r.step, self._act, r) == "done":
+                    self.result.done += 1
+            finally:
+                os.close(r.kfd)
+                r.close_drop()
+
+    def _still(self, r: _Ready, linked: bool = False) -> None:
+        """Nothing changed since the re-check: both inodes, and the target's name.
+
+        ``linked``: sif itself just gave the kept inode a name (its ctime changed;
+        so did the ctime an earlier step of the batch left).
+        """
+        step = r.step
+        want = Expected.now(r.kst)
+        if linked or step.action == "link":
+            want = Expected(want.size, want.mtime_ns, None)
+        check_stat(step.keep.path, os.fstat(r.kfd), want)
+        check_stat(step.drop.path, os.fstat(r.dfd), Expected.now(r.dst))
+        try:
+            lst = os.lstat(step.drop.path)
+        except FileNotFoundError:
+            raise Changed(step.drop.path, "vanished during the step") from None
+        if (lst.st_dev, lst.st_ino) != step.drop.key:
+            raise Changed(step.drop.path, "replaced by another file during the step")
+
+    def _after(self, r: _Ready, **extra: Any) -> None:
+        step = r.step
+        ka = os.fstat(r.kfd)
+        self.expected[step.keep.key] = Expected.now(ka)
+        if r.dfd >= 0:
+            da: list[int] | None = _figures(os.fstat(r.dfd))
+            self.expected[step.drop.key] = Expected.now(os.fstat(r.dfd))
+        else:  # closed before its rename: its other names (if any) have a new ctime
+            da = None
+            self.expected[step.drop.key] = Expected(r.dst.st_size, r.dst.st_mtime_ns, None)
+        last_name = r.dst.st_nlink == 1
+        if step.action in RECLAIMING and (last_name or step.action == "reflink"):
+            self.result.bytes_reclaimed += step.drop.size
+        elif step.action in ("trash", "move") and last_name:
+            self.result.bytes_moved += step.drop.size
+        self._record("done", step.index, keep_after=_figures(ka), drop_after=da, **extra)
+
+    def _act(self, r: _Ready) -> str:
+        step = r.step
+        action, drop = step.action, step.drop
+        if action == "reflink":
+            self._still(r)
+            fsops.dedupe_range(r.kfd, r.dfd, drop.size)
+            self._after(r)
+            return "done"
+        if action in ("link", "symlink"):
+            tmp = r.begin["tmp"]
+            try:
+                if action == "link":
+                    os.link(step.keep.path, tmp, follow_symlinks=False)
+                    made = os.lstat(tmp)
+                else:
+                    os.symlink(step.target or "", tmp)
+                    made = os.stat(tmp)
+            except FileExistsError:
+                raise OSError(errno.EEXIST, "the temporary name was taken", tmp) from None
+            try:
+                if (made.st_dev, made.st_ino) != step.keep.key:
+                    raise Changed(step.keep.path, "replaced by another file during the step")
+                self._still(r, linked=action == "link")
+                r.close_drop()
+                os.replace(tmp, drop.path)
+            except BaseException:
+                os.unlink(tmp)  # the name sif just made, never the user's file
+                now_k = os.fstat(r.kfd)
+                if (now_k.st_size, now_k.st_mtime_ns) == (r.kst.st_size, r.kst.st_mtime_ns):
+                    # sif's own link and unlink changed the kept inode's ctime, nothing else.
+                    self.expected[step.keep.key] = Expected.now(now_k)
+                raise
+            self._after(r)
+            return "done"
+        if action == "remove":
+            tmp = r.begin["tmp"]
+            self._still(r)
+            self._park_and_check(drop, tmp)
+            r.close_drop()
+            os.unlink(tmp)
+            self._after(r)
+            return "done"
+        dest = r.begin["dest"]
+        if action == "trash":
+            info = r.begin["info"]
+            try:
+                self._still(r)
+                self._park_and_check(drop, dest)
+            except BaseException:
+                os.unlink(info)  # sif's own info file
+                raise
+            self._after(r, dest=dest, info=info)
+            return "done"
+        assert action == "move"
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        self._still(r)
+        self._park_and_check(drop, dest)
+        self._after(r, dest=dest)
+        return "done"
+
+    @staticmethod
+    def _park_and_check(drop: FileRef, dest: str) -> None:
+        """Rename ``drop`` to ``dest`` (never over a name); put it back if it was not the inode."""
+        fsops.rename_noreplace(drop.path, dest)
+        st = os.lstat(dest)
+        if (st.st_dev, st.st_ino) != drop.key:
+            fsops.rename_noreplace(dest, drop.path)
+            raise Changed(drop.path, "replaced by another file during the step")
+
+
+def probe_reflink(plan: Plan) -> list[str]:
+    """Probe each target directory once (``FIDEDUPERANGE`` of 0 bytes); drop its steps if it cannot.
+
+    Returns one message per directory whose file system cannot share extents.
+    """
+    from sif.fileio import open_regular
+
+    verdict: dict[str, str | None] = {}
+    for s in plan.active:
+        d = os.path.dirname(s.drop.path)
+        if d in verdict:
+            continue
+        try:
+            fd, _ = open_regular(s.drop.path, follow_symlinks=False)
+        except OSError:
+            continue  # the step's own re-check names it
+        try:
+            fsops.probe_dedupe(fd)
+            verdict[d] = None
+        except OSError as exc:
+            if exc.errno in fsops.NO_REFLINK_ERRNOS:
+                verdict[d] = exc.strerror or str(exc)
+        finally:
+            os.close(fd)
+    messages = []
+    for d, why in verdict.items():
+        if why is not None:
+            n = sum(1 for s in plan.active if os.path.dirname(s.drop.path) == d)
+            messages.append(
+                f"{display_path(d)}: this file system cannot share extents "
+                f"(FIDEDUPERANGE: {why}): {n} file(s) left as they are"
+            )
+    bad = {d for d, why in verdict.items() if why is not None}
+    plan.steps = [s for s in plan.steps if os.path.dirname(s.drop.path) not in bad]
+    plan.refused.extend(messages)
+    return messages
+
+
+def _header(plan: Plan) -> dict[str, Any]:
+    import socket
+
+    from sif import __version__
+
+    return {
+        "action": plan.action,
+        "policy": {
+            "rules": list(plan.policy.rules),
+            "keep_paths": list(plan.policy.keep_paths),
+            "only_paths": list(plan.policy.only_paths),
+            "rf_over": plan.policy.rf_over,
+        },
+        "report": plan.source,
+        "sif_version": __version__,
+        "host": socket.gethostname(),
+        "started": now(),
+    }
+
+
+def run_plan(
+    plan: Plan,
+    *,
+    journal: str | None = None,
+    use_journal: bool = True,
+    on_warning: WarningSink = ignore_warning,
+    on_journal: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run every step of ``plan``; journal it to ``journal`` (default: the state directory).
+
+    Per-file problems go to ``on_warning`` (and into the result's
+    ``problems``); the run always goes on to the next step. ``on_journal``
+    is told the journal's path once it exists, before the first step.
+    """
+    j = Journal.create(_header(plan), plan.steps, journal) if use_journal else None
+    if j is not None and on_journal is not None:
+        on_journal(j.path)
+    runner = Runner(j, on_warning)
+    try:
+        runner.run_all(plan.steps)
+        if j is not None:
+            j.record("end", at=now(), sync=True)
+    finally:
+        if j is not None:
+            j.close()
+    return runner.result
+
+
+def _inspect(step: Step, begin: dict[str, Any]) -> bool:
+    """After a kill mid-step: did the step happen? Cleans up sif's own temporary names."""
+    drop, keep = step.drop, step.keep
+
+    def key(path: str, follow: bool = False) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path) if follow else os.lstat(path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    tmp = begin.get("tmp")
+    if step.action in ("link", "symlink"):
+        happened = key(drop.path, follow=step.action == "symlink") == keep.key and (
+            step.action == "link" or os.path.islink(drop.path)
+        )
+        if tmp and os.path.lexists(tmp):
+            if step.action == "link" and key(tmp) == keep.key and key(keep.path) == keep.key:
+                os.unlink(tmp)  # a second name of the kept copy, made by sif
+            elif (
+                step.action == "symlink" and os.path.islink(tmp) and os.readlink(tmp) == step.target
+            ):
+                os.unlink(tmp)
+        return happened
+    if step.action == "remove":
+        if tmp and key(tmp) == drop.key and key(drop.path) is None:
+            os.unlink(tmp)  # renamed aside by sif after the re-check: finish the removal
+            return True
+        return key(drop.path) is None
+    if step.action in ("trash", "move"):
+        dest = begin.get("dest")
+        if dest and key(dest) == drop.key and key(drop.path) is None:
+            return True
+        info = begin.get("info")
+        if info and os.path.isfile(info) and not os.path.islink(info):
+            os.unlink(info)  # sif's own reservation in the trash
+        return False
+    return False  # reflink: run it again (a no-op when the extents are shared)
+
+
+def reconcile(data: JournalData, journal: Journal | None, runner: Runner | None) -> set[int]:
+    """Settle the steps a kill interrupted; the indices of the steps that are done."""
+    done: set[int] = set()
+    for step in data.steps:
+        state = data.state(step.index)
+        if state == "done":
+            done.add(step.index)
+            rec = data.last(step.index) or {}
+            if runner is not None:
+                for ref, fig in (
+                    (step.keep, rec.get("keep_after")),
+                    (step.drop, rec.get("drop_after")),
+                ):
+                    if fig:
+                        runner.expected[ref.key] = Expected(fig[0], fig[1], fig[2])
+        elif state == "begin":
+            begin = data.last(step.index) or {}
+            if runner is not None:
+                runner.forget_ctime(step.keep)
+                runner.forget_ctime(step.drop)
+            if _inspect(step, begin):
+                done.add(step.index)
+                if journal is not None:
+                    extra = {k: begin[k] for k in ("dest", "info") if k in begin}
+                    journal.record("done", step.index, inferred=True, **extra)
+                data.events[step.index].append({**begin, "j": "done"})
+            elif journal is not None:
+                journal.record("abandoned", step.index, at=now())
+                data.events[step.index].append({"j": "abandoned", "step": step.index})
+    return done
+
+
+def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> RunResult:
+    """Finish a run that was killed: settle its interrupted step, run the steps never begun."""
+    data = read_journal(path)
+    if data.ended:
+        raise InputError(f"{path}: that run finished: nothing to resume")
+    j = Journal.append_to(path)
+    runner = Runner(j, on_warning)
+    try:
+        reconcile(data, j, runner)
+        runner.run_all(s for s in data.steps if data.state(s.index) in (None, "abandoned"))
+        j.record("end", at=now(), sync=True)
+    finally:
+        j.close()
+    return runner.result

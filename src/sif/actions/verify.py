@@ -1,0 +1,99 @@
+"""The re-check before every step: the same files, unchanged, with equal bytes.
+
+Both the kept copy and the file to drop are opened with
+:func:`sif.fileio.open_regular` (no symlink followed, only the report's
+``(device, inode)``); their ``fstat`` must show the size, mtime and ctime the
+report recorded (or that sif's own previous step left); then their bytes are
+compared block by block through the open descriptors (``bytearray ==``, a
+``memcmp``; two reusable 1 MiB buffers). Any difference is a :class:`Changed`
+naming the file and the cause; the step is then skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from sif.actions.fsops import BLOCK, read_block
+from sif.actions.plan import FileRef
+from sif.fileio import open_regular
+
+
+class Changed(Exception):
+    """The world differs from the report: the step is skipped. ``str()`` names path and cause."""
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(f"{path}: {cause}")
+        self.path = path
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a file must look like now: the report's figures, or those sif's last step left."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int | None  # None: changed by a step whose outcome sif inferred (resume)
+
+    @classmethod
+    def of(cls, ref: FileRef) -> Expected:
+        return cls(ref.size, ref.mtime_ns, ref.ctime_ns)
+
+    @classmethod
+    def now(cls, st: os.stat_result) -> Expected:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def check_stat(path: str, st: os.stat_result, want: Expected) -> None:
+    """Raise :class:`Changed` unless ``st`` shows ``want``'s size, mtime and ctime."""
+    if st.st_size != want.size:
+        raise Changed(path, f"size changed since the report ({want.size} -> {st.st_size} bytes)")
+    if st.st_mtime_ns != want.mtime_ns:
+        raise Changed(path, "modified since the report (mtime differs)")
+    if want.ctime_ns is not None and st.st_ctime_ns != want.ctime_ns:
+        raise Changed(path, "changed since the report (ctime differs: content, owner or mode)")
+
+
+def open_checked(ref: FileRef, want: Expected) -> tuple[int, os.stat_result]:
+    """Open ``ref.path`` as the report's inode and check its stat; raise :class:`Changed`."""
+    try:
+        fd, st = open_regular(ref.path, expect=ref.key, follow_symlinks=False)
+    except FileNotFoundError:
+        raise Changed(ref.path, "vanished since the report") from None
+    except OSError as exc:
+        if exc.strerror and "replaced" in exc.strerror:
+            raise Changed(ref.path, "replaced by another file since the report") from None
+        raise Changed(ref.path, exc.strerror or str(exc)) from None
+    try:
+        check_stat(ref.path, st, want)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+class Comparer:
+    """Compares two open files block by block with two reusable buffers."""
+
+    def __init__(self, block: int = BLOCK) -> None:
+        self.a = bytearray(block)
+        self.b = bytearray(block)
+        self.bytes_read = 0
+
+    def same(self, fd_a: int, fd_b: int, size: int) -> bool:
+        """True when both files hold the same ``size`` bytes (and nothing more)."""
+        offset = 0
+        while True:
+            na = read_block(fd_a, self.a, offset)
+            nb = read_block(fd_b, self.b, offset)
+            self.bytes_read += na + nb
+            if na != nb:
+                return False
+            if na < len(self.a):
+                if self.a[:na] != self.b[:nb]:  # two copies and a memcmp
+                    return False
+                return offset + na == size
+            if self.a != self.b:
+                return False
+            offset += na
