@@ -140,6 +140,24 @@ def test_a_non_empty_directory_without_the_marker_is_refused(tmp_path: Path) -> 
         assert os.listdir(home) == ["thesis.tex"]  # nothing written, nothing deleted
 
 
+def test_a_creation_stopped_before_the_marker_is_taken_up_again(tmp_path: Path) -> None:
+    """Ctrl-C after the lock file was made but before the marker: the next run goes on
+    (found by interrupting ``sif index`` at random moments under load)."""
+    texts(tmp_path / "t", 2)
+    idx = tmp_path / "idx"
+    write(idx / "lock", b"")
+    write(idx / f"{MARKER}.tmpa1b2c3", b"")
+    stats = build_index([tmp_path / "t"], idx, jobs=1)
+    assert stats.new == 2 and (idx / MARKER).is_file()
+    # A directory holding anything else is still refused.
+    other = tmp_path / "other"
+    write(other / "lock", b"")
+    write(other / "notes.txt", b"mine")
+    code, _, err = sif("index", "-j1", "--index", other, tmp_path / "t")
+    assert code == 3 and "not a sif index directory" in one_line(err)
+    assert sorted(os.listdir(other)) == ["lock", "notes.txt"]
+
+
 def test_an_index_made_before_the_marker_is_adopted(tmp_path: Path) -> None:
     texts(tmp_path / "t", 3)
     idx = tmp_path / "idx"

@@ -15,6 +15,7 @@ the traceback.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -24,7 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -101,7 +102,7 @@ def run_guarded(func: Callable[[], Any]) -> Any:
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
         raise
     except KeyboardInterrupt:
-        sys.exit(EXIT_INTERRUPTED)
+        _exit_interrupted()
     except BrokenPipeError:
         _stop_broken_pipe()
     except ConfigError as exc:
@@ -111,7 +112,7 @@ def run_guarded(func: Callable[[], Any]) -> Any:
         sys.exit(EXIT_FATAL)
     except Exception as exc:  # the last resort: one line, never a traceback
         if interrupted.is_set():
-            sys.exit(EXIT_INTERRUPTED)
+            _exit_interrupted()
         click.echo(f"sif: error: {describe_exception(exc)}", err=True)
         if os.environ.get("SIF_DEBUG"):
             traceback.print_exc()
@@ -121,6 +122,20 @@ def run_guarded(func: Callable[[], Any]) -> Any:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _exit_interrupted() -> NoReturn:
+    """Exit 130 now, every ``finally`` of the command having run.
+
+    Not ``sys.exit``: when the interrupt lands inside ``exec`` of a string (a
+    dataclass or named tuple being made while a module is imported), CPython
+    3.11 records an unhandled KeyboardInterrupt that nothing clears, and at
+    exit kills itself with SIGINT (status -2) although sif handled it.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _stop_broken_pipe() -> None:

@@ -120,7 +120,11 @@ def prepare(root: str) -> None:
 
 
 def _adoptable(root: str, names: list[str]) -> bool:
-    """An index made before the marker: a catalog file and nothing but sif's names."""
+    """An index made before the marker (a catalog file and nothing but sif's names),
+    or one whose creation was interrupted before the marker was written: nothing but
+    the lock file and the marker's temporary (``sif index`` stopped by Ctrl-C there)."""
+    if all(n == "lock" or n.startswith(MARKER + ".tmp") for n in names):
+        return True
     try:
         st = os.lstat(os.path.join(root, CATALOG))
     except OSError:
