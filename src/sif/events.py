@@ -7,6 +7,7 @@ default to null objects, and the CLI passes ones that write to stderr.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -76,9 +77,15 @@ _CONTROL = {i: f"\\x{i:02x}" for i in range(32)} | {
 }
 
 
+_NEEDS_QUOTING = re.compile("[\x00-\x1f\x7f\udc80-\udcff]")
+
+
 def needs_quoting(path: str) -> bool:
-    """Whether ``path`` holds bytes that are not valid UTF-8 or control characters."""
-    return any(ord(c) < 32 or ord(c) == 0x7F or 0xDC80 <= ord(c) <= 0xDCFF for c in path)
+    """Whether ``path`` holds bytes that are not valid UTF-8 or control characters.
+
+    One regular-expression scan (no Python loop over the characters).
+    """
+    return _NEEDS_QUOTING.search(path) is not None
 
 
 def display_path(path: str) -> str:

@@ -81,7 +81,8 @@ def open_regular(
             )
         if expect is not None and (st.st_dev, st.st_ino) != expect:
             raise NotRegularFile(errno.ESTALE, "replaced by another file since the walk", path)
-        os.set_blocking(fd, True)
+        # O_NONBLOCK stays: it changes nothing for a regular file (reads of one never
+        # wait on a writer), and clearing it would cost two fcntl calls a file.
     except BaseException:
         os.close(fd)
         raise
