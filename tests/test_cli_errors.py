@@ -250,3 +250,19 @@ def test_an_unexpected_exception_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert (
         debug.returncode == 3 and "Traceback" in debug.stderr and "def broken" not in debug.stderr
     )
+
+
+def test_ctrl_c_while_the_interpreter_shuts_down_is_still_130(tmp_path: Path) -> None:
+    """A Ctrl-C after the work (CI saw one land while sif index exited): quiet, 130."""
+    (tmp_path / "f.txt").write_text("some words to sum up\n" * 20)
+    script = (
+        "import atexit, os, signal, sys, time\n"
+        "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(2)))\n"
+        f"sys.argv = ['sif', 'fuzzysum', {str(tmp_path / 'f.txt')!r}]\n"
+        "from sif.cli import run\n"
+        "run()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 130, done.stderr
+    assert done.stdout.strip().endswith("f.txt")  # the work was done and printed
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr

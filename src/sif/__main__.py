@@ -1,5 +1,5 @@
 """``python -m sif``."""
 
-from sif.cli import main
+from sif.cli import run
 
-main()
+run()

@@ -55,3 +55,14 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="sif")
 def main() -> None:
     """Find exact replicas and similar files in large file systems."""
+
+
+def run() -> None:
+    """The ``sif`` program (console script and ``python -m sif``): :func:`main` in a
+    process of its own, so that a Ctrl-C after the command's work, while the
+    interpreter shuts down, still ends quietly with 130 (see
+    :func:`sif.cli.common.run_guarded`)."""
+    from sif.cli import common
+
+    common.OWN_PROCESS = True
+    main()

@@ -121,7 +121,17 @@ def run_guarded(func: Callable[[], Any]) -> Any:
         sys.exit(EXIT_FATAL)
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            # In sif's own process a Ctrl-C from here on (the interpreter shutting
+            # down) exits 130 at once; in a host process the old handler returns.
+            signal.signal(signal.SIGINT, _late_interrupt if OWN_PROCESS else previous)
+
+
+OWN_PROCESS = False
+"""Set by :func:`sif.cli.run`: the command is the process (not a test's CliRunner)."""
+
+
+def _late_interrupt(signum: int, frame: Any) -> None:
+    _exit_interrupted()
 
 
 def _exit_interrupted() -> NoReturn:
