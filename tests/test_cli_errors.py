@@ -129,8 +129,10 @@ def test_ctrl_c_in_index_stops_quietly_and_the_index_stays_usable(tmp_path: Path
     tree = text_tree(tmp_path / "t", 24, 2 << 20)
     index = tmp_path / "idx"
     args = ["index", "-j", "2", "--index", str(index), "--checkpoint-bytes", str(4 << 20)]
-    rc, err = interrupt([*args, str(tree)], tmp_path, 1.5)
-    assert rc == 130, err
+    rc, err = interrupt([*args, str(tree)], tmp_path, 0.5)  # mid-run: the run takes ~1.5 s
+    # 130, or the signal's own status when it lands in the interpreter's last teardown
+    # (its handlers are reset there): the shell shows 130 for both.
+    assert rc in (130, -signal.SIGINT), err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "Aborted" not in err
     again = sif(*args, str(tree))
     assert again.returncode == 0, again.stderr
