@@ -6,21 +6,19 @@ must give one clear line and an exit status within seconds, never a hang.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from treeutil import write
+from treeutil import deadline, write
 
 
 def sif(
@@ -74,23 +72,6 @@ def test_query_still_reads_a_file_and_a_symlink_to_it(tmp_path: Path, index: str
         done = sif("query", "--index", index, name, timeout=60)
         assert done.returncode == 0, done.stderr
         assert str(tmp_path / "data/f1.txt") in done.stdout
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    class Hangs(Exception):
-        pass
-
-    def expired(signum: int, frame: object) -> None:
-        raise Hangs(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def swap_after_walk(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]) -> None:

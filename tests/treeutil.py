@@ -2,8 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+
+
+class Hangs(Exception):
+    """The block ran out of time (not an OSError: sif must not take it for a file's error)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail (instead of hanging the test run) if the block takes longer than ``seconds``."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise Hangs(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def write(path: Path | bytes, data: bytes) -> None:

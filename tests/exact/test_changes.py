@@ -7,11 +7,9 @@ read its first block: real files, real changes, nothing mocked but the moment.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,27 +19,7 @@ from sif.events import ScanWarning
 from sif.exact import find_duplicates
 from sif.exact.pipeline import FIRST_BLOCK, ReplicaFinder, _Table
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
-from treeutil import write
-
-
-class Hangs(Exception):
-    """The block ran out of time (not an OSError: sif must not take it for a file's error)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail (instead of hanging the test run) if the block takes longer than ``seconds``."""
-
-    def expired(signum: int, frame: object) -> None:
-        raise Hangs(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+from treeutil import deadline, write
 
 
 def walked(*roots: Path, **opts: object) -> RecordColumns:
