@@ -52,7 +52,8 @@ def test_index_summary_then_query_in_three_formats(tmp_path: Path) -> None:
     )
     docs = [json.loads(line) for line in out.decode().splitlines()]
     assert [d["exact"] for d in docs] == [True, False]
-    assert 35 < docs[1]["percent"] < 65 and docs[1]["containment_file_in_query"] > 0.35
+    assert 35 < docs[1]["percent"] < 65 and docs[1]["exact_file_in_query"] > 35
+    assert docs[1]["score_exact"] is True and docs[1]["score"] == docs[1]["similarity"]
     code, out, _ = run(
         "query", "--index", idx, "-t", "30", "--format", "csv", str(tmp_path / "q.txt")
     )

@@ -57,7 +57,8 @@ def test_an_exact_copy_scores_100(indexed: Path) -> None:
         )
         (r,) = records(run)
         assert r["path"] == str(indexed / "t/copy.txt") and r["exact"] is True
-        assert r["similarity"] == 100.0 and r["containment_file_in_query"] == 1.0
+        assert r["similarity"] == 100.0 and r["exact_file_in_query"] == 100.0
+        assert r["score"] == 100.0 and r["score_exact"] is True
 
 
 def test_identical_files_under_the_window_are_matched_by_digest(indexed: Path) -> None:

@@ -323,7 +323,10 @@ def test_cli_text_is_figure_3_and_json_csv(tmp_path: Path) -> None:
         ("copy.c", "foo.c")
     }
     r = next(r for r in records if r["identical"])
-    assert r["containment_a_in_b"] == 1.0 and r["jaccard"] == 1.0 and r["shared"] > 10
+    # Every share in percent, in one record: the exact score, then the estimates.
+    assert r["score"] == r["exact_a_in_b"] == r["exact_b_in_a"] == 100.0 and r["score_exact"]
+    assert r["estimate_a_in_b"] == 100.0 and r["estimate_jaccard"] == 100.0 and r["shared"] > 10
+    assert r["score_low"] is None  # exact: no interval
     res = CliRunner().invoke(main, [*args, "--format", "csv"])
     assert res.stdout.splitlines()[0].startswith("a,b,size_a,size_b,kind,score")
     res = CliRunner().invoke(main, [*args, "--format", "csv", "--sets", "components"])
@@ -376,15 +379,17 @@ def test_rethreshold_opens_no_file_under_the_tree() -> None:
     assert got == {"reused": True, "read": 0, "warnings": [], "pairs": [["a.py", "b.py"]]}
 
 
-def test_exact_chunks_keep_a_component_together() -> None:
+def test_exact_chunks_cut_between_larger_files_by_cost() -> None:
     from sif.similar import _chunks
 
-    a = [(j, 1, "a", 2 + j, f"x{j}") for j in range(4)]  # a star around file 1
-    b = [(10 + j, 20, "b", 21 + j, f"y{j}") for j in range(4)]  # another around file 20
-    chunks = _chunks(a + b, 2)
-    assert sorted(sorted(c) for c in chunks) == [a, b]
-    assert sum(len(c) for c in _chunks(a + b, 3)) == 8  # a component cut when too large
-    assert _chunks([], 4) == []
+    src = ("p", "p", "raw")
+    a = [(j, 1, src, 2 + j, src, True) for j in range(4)]  # pairs of larger file 1
+    b = [(10 + j, 20, src, 21 + j, src, True) for j in range(4)]  # of larger file 20
+    chunks = _chunks(a + b, [1] * 8, 2)
+    assert chunks == [a, b]  # cut where the larger file changes, in order
+    assert _chunks(a + b, [1] * 8, 3) == [a, b]  # never inside a larger file's pairs
+    assert _chunks(a + b, [1] * 8, 1) == [a + b]
+    assert _chunks([], [], 4) == []
 
 
 def test_normalize_options_reach_the_index_and_never_mix(tmp_path: Path) -> None:

@@ -40,17 +40,22 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
+from sif.core.evidence import CANDIDATE_Z, FAST_LOWER_SHARE, INTERVAL_Z, score_bounds
 from sif.core.windows import containment, distinct_windows
 from sif.errors import ConfigError, IndexParamsMismatch
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import U32, ScannedFile, scan_entries
 from sif.index.store import IndexedFile, IndexReader, ParamSet, kind_code, param_set, view_code
+
+I64 = npt.NDArray[np.int64]
 
 SCORES = ("similarity", "containment", "percent")
 
@@ -80,14 +85,28 @@ class Match:
     """The size of the file on disk, when the entry is a whole file (``size`` is its
     content's: decompressed, or the view's, such as an ELF's strings); ``None`` for a
     member or when the file changed since it was indexed."""
+    exact_query_in_file: float | None = None
+    """C(query in file) over all windows, when scored exactly (the default), else ``None``."""
+    exact_file_in_query: float | None = None
+    score_low: float | None = None
+    """With an estimate: the 90% interval of :meth:`score` (percent); ``None`` when exact."""
+    score_high: float | None = None
+
+    @property
+    def scored_exactly(self) -> bool:
+        """Whether the containments behind :meth:`score` are exact (else sampled estimates)."""
+        return self.exact_query_in_file is not None and self.exact_file_in_query is not None
 
     def score(self, by: str) -> float:
-        """The figure the threshold applies to, in percent."""
+        """The figure the threshold applies to, in percent: exact when known."""
         if by == "percent":
             return self.percent
+        qf, fq = self.query_in_file, self.file_in_query
+        if self.exact_query_in_file is not None and self.exact_file_in_query is not None:
+            qf, fq = self.exact_query_in_file, self.exact_file_in_query
         if by == "similarity":
-            return 100.0 * self.query_in_file
-        return 100.0 * max(self.query_in_file, self.file_in_query)
+            return 100.0 * qf
+        return 100.0 * max(qf, fq)
 
 
 @dataclass(frozen=True)
@@ -160,14 +179,21 @@ def match_scan(
     by: str = "similarity",
     min_shared: int | None = None,
     exclude: tuple[int, int] | tuple[int, int, str] | None = None,
+    exact: I64 | None = None,
+    on_warning: WarningSink = ignore_warning,
 ) -> list[Match]:
     """Score every indexed entry of ``scan``'s kind and view that shares a value with it.
 
     ``scan`` should carry its window sample (``scan_entries(..., windows=True)``);
     without one its own fingerprints stand in, and the estimates inherit
     winnowing's bias. ``exclude`` is the (device, inode[, member]) of the
-    query entry, left out when it is indexed. Returns the entries at
-    ``threshold`` or above, by score, best first, then path. Raises
+    query entry, left out when it is indexed. ``exact``: the query's window
+    set S(Q) (:func:`sif.core.exactsets.window_set`); then every entry whose
+    sampled score could reach the threshold (its 99% upper bound does) is read
+    again and scored exactly (:class:`sif.windowsets.WindowSets`; one that
+    changed since it was indexed keeps its estimate, with its interval).
+    Returns the entries at ``threshold`` or above, by score, best first, then
+    path. Raises
     :class:`ConfigError` for an unknown ``by``. Cost: one lookup of the
     distinct query values (at most ``MAX_LOOKUPS`` plus its fingerprints),
     vectorised scoring, then a description of the entries kept.
@@ -214,16 +240,16 @@ def match_scan(
     percent = 100.0 * hits / max(n, 1)
     # Exact copies (same size and digest) hold all of each other: 100, whatever the
     # estimate. Only files of the query's size and fingerprint count can be one.
-    exact = np.zeros(len(file_ids), dtype=bool)
+    exact_copy = np.zeros(len(file_ids), dtype=bool)
     maybe = np.flatnonzero(same & (st.size == scan.size) & (st.n_fp == n))
     if len(maybe):
         seen = reader.describe(ps, file_ids[maybe])
-        exact[maybe] = [
+        exact_copy[maybe] = [
             (f := seen.get(int(file_ids[i]))) is not None and f.digest == scan.digest for i in maybe
         ]
-    q_in_b = np.where(exact, 1.0, q_in_b)
-    b_in_q = np.where(exact, 1.0, b_in_q)
-    percent = np.where(exact & (n == 0), 100.0, percent)
+    q_in_b = np.where(exact_copy, 1.0, q_in_b)
+    b_in_q = np.where(exact_copy, 1.0, b_in_q)
+    percent = np.where(exact_copy & (n == 0), 100.0, percent)
     score = {
         "percent": percent,
         "similarity": 100.0 * q_in_b,
@@ -231,10 +257,22 @@ def match_scan(
     }[by]
     # A file with fewer distinct values than min_shared needs them all.
     least = np.minimum(min_shared, np.maximum(st.n_distinct, 1))
-    keep = np.flatnonzero(same & ((shared >= least) | exact) & (score >= threshold))
-    info = reader.describe(ps, file_ids[keep])
+    low, high = score_bounds(shared, score, INTERVAL_Z)
+    # An estimate is believed with enough evidence: the lower end of its interval at
+    # half the threshold (the paper's percentage is a count: no interval).
+    evidence = (low >= FAST_LOWER_SHARE * threshold) | (by == "percent")
+    estimated = same & (((shared >= least) & evidence) | exact_copy) & (score >= threshold)
+    if exact is not None and by != "percent":
+        _, reach = score_bounds(shared, score, CANDIDATE_Z)
+        cand = same & ((shared >= 1) | exact_copy) & (reach >= threshold)
+    else:
+        cand = estimated
+    info = reader.describe(ps, file_ids[np.flatnonzero(cand)])
+    scored: dict[int, tuple[float, float]] = {}
+    if exact is not None and by != "percent":
+        scored = _exact_scores(info, exact, window, ps.normalize, on_warning)
     out: list[Match] = []
-    for i in keep:
+    for i in np.flatnonzero(cand):
         f = info.get(int(file_ids[i]))
         if f is None or (
             exclude is not None
@@ -242,22 +280,102 @@ def match_scan(
             and (len(exclude) == 2 or f.member == exclude[2])
         ):
             continue
-        out.append(
-            Match(
-                path=f.path,
-                file_size=_disk_size(f),
-                size=f.size,
-                kind=f.kind,
-                percent=float(percent[i]),
-                hits=int(hits[i]),
-                shared=int(shared[i]),
-                query_in_file=float(q_in_b[i]),
-                file_in_query=float(b_in_q[i]),
-                exact=bool(exact[i]),
-                view=f.view,
-            )
+        ex = (1.0, 1.0) if exact_copy[i] else scored.get(f.id)
+        if ex is None and not estimated[i]:
+            continue  # not scored exactly (changed, unreadable) and the estimate falls short
+        m = Match(
+            path=f.path,
+            file_size=_disk_size(f),
+            size=f.size,
+            kind=f.kind,
+            percent=float(percent[i]),
+            hits=int(hits[i]),
+            shared=int(shared[i]),
+            query_in_file=float(q_in_b[i]),
+            file_in_query=float(b_in_q[i]),
+            exact=bool(exact_copy[i]),
+            view=f.view,
+            exact_query_in_file=None if ex is None else ex[0],
+            exact_file_in_query=None if ex is None else ex[1],
+            score_low=None if ex is not None or by == "percent" else float(low[i]),
+            score_high=None if ex is not None or by == "percent" else float(high[i]),
         )
+        if m.score(by) >= threshold:
+            out.append(m)
     out.sort(key=lambda m: (-m.score(by), m.path))
+    return out
+
+
+#: A query entry larger than this keeps sampled scores (its window set would need 8
+#: bytes a byte): the scores are estimates, marked, with their intervals.
+QUERY_EXACT_MAX_BYTES = 256 << 20
+
+
+def _query_sets(scanned: list[Any], ps: ParamSet, on_warning: WarningSink) -> dict[str, I64]:
+    """S(Q) of each scanned entry of a query file, by path (read again, checked by digest)."""
+    from sif.windowsets import WindowSets
+
+    sets = WindowSets(
+        ps.params.window,
+        QUERY_EXACT_MAX_BYTES,
+        ps.normalize,
+        {i: e.scan.digest for i, e in enumerate(scanned)},
+        on_warning,
+        jit=False,
+    )
+    srcs = [(e.path, e.origin, e.label) for e in scanned]
+    for i, src in enumerate(srcs):
+        if scanned[i].scan.size <= QUERY_EXACT_MAX_BYTES:
+            sets.want(i, src)
+    out: dict[str, I64] = {}
+    for i, src in enumerate(srcs):
+        if scanned[i].scan.size > QUERY_EXACT_MAX_BYTES:
+            continue
+        s = sets.get(i, src)
+        if s is not None:
+            out[src[0]] = s
+    return out
+
+
+#: Bytes of window sets a query keeps while scoring its candidates exactly.
+QUERY_SETS_BYTES = 256 << 20
+
+
+def _exact_scores(
+    info: dict[int, IndexedFile],
+    query: I64,
+    window: int,
+    normalize: str,
+    on_warning: WarningSink,
+) -> dict[int, tuple[float, float]]:
+    """(C(Q in B), C(B in Q)) over all windows for the entries ``info``, read again.
+
+    An entry that changed since it was indexed, or cannot be read, is left
+    out (it keeps its estimate). numpy only: a query does not load numba.
+    Cost: one read and one sorted window set per entry.
+    """
+    from sif.core.exactsets import intersection_size
+    from sif.windowsets import WindowSets
+
+    sets = WindowSets(
+        window,
+        QUERY_SETS_BYTES,
+        normalize,
+        {f.id: f.digest for f in info.values()},
+        on_warning,
+        jit=False,
+    )
+    srcs = {f.id: (f.path, f.path[: len(f.path) - len(f.member)], f.view) for f in info.values()}
+    for fid, src in srcs.items():
+        sets.want(fid, src)
+    out: dict[int, tuple[float, float]] = {}
+    for fid, src in srcs.items():
+        sb = sets.get(fid, src)
+        if sb is None:
+            continue
+        inter = intersection_size(query, sb)
+        out[fid] = (inter / max(len(query), 1), inter / max(len(sb), 1))
+        sets.release(fid, src)
     return out
 
 
@@ -294,6 +412,7 @@ def query_files(
     threshold: float = 50.0,
     by: str = "similarity",
     min_shared: int | None = None,
+    exact: bool = True,
     on_warning: WarningSink = ignore_warning,
 ) -> Iterator[QueryResult]:
     """Query the index with each entry of each file of ``paths`` (which need not be indexed).
@@ -302,8 +421,11 @@ def query_files(
     ``normalize`` narrow it; by default the last ``sif index`` run's), and
     the query files become entries under its normalisation: an archive
     gives one result per member (``a.zip!/x.txt``). An unreadable query
-    file, or a problem inside one, is a warning. Cost per file: one read of
-    it (plus decompression), then :func:`match_scan` per entry.
+    file, or a problem inside one, is a warning. ``exact`` (the default):
+    scores are exact containments over all windows (:func:`match_scan`);
+    ``False`` keeps the sampled estimates (``--fast``). Cost per file: one
+    read of it (plus decompression), then :func:`match_scan` per entry (and,
+    with ``exact``, a second read of the query and one read of each candidate).
     """
     from sif.fileio import kind_name
     from sif.records import FileRecord
@@ -333,6 +455,7 @@ def query_files(
         except OSError as exc:
             on_warning(ScanWarning(name, exc.strerror or str(exc)))
             continue
+        query_sets = _query_sets(scanned, ps, on_warning) if exact else {}
         for e in scanned:
             matches = match_scan(
                 reader,
@@ -342,6 +465,8 @@ def query_files(
                 by=by,
                 min_shared=min_shared,
                 exclude=(st.st_dev, st.st_ino, e.path[len(e.origin) :]),
+                exact=query_sets.get(e.path),
+                on_warning=on_warning,
             )
             yield QueryResult(
                 e.path,

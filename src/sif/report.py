@@ -152,13 +152,19 @@ _QUERY_FIELDS = [
     "content_size",
     "kind",
     "view",
+    "score",
+    "score_exact",
+    "score_low",
+    "score_high",
     "similarity",
     "percent",
     "hits",
     "shared",
     "query_fingerprints",
-    "containment_query_in_file",
-    "containment_file_in_query",
+    "exact_query_in_file",
+    "exact_file_in_query",
+    "estimate_query_in_file",
+    "estimate_file_in_query",
     "exact",
 ]
 
@@ -169,12 +175,15 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
     ``text`` follows the paper's Figure 3: ``R`` and the query's size, then
     one line per match with the score the threshold compared (``q.by``: the
     similarity by default), the path and the size; exact copies end with
-    ``(exact copy)``; a blank line between queries. A size is the file's on
-    disk, followed by ``(content N)`` when what was compared differs
-    (decompressed bytes, an ELF's strings). ``json`` and ``csv`` give one
-    record per match, with the similarity, the paper's percentage
-    (``percent``: it can exceed 100), both containment estimates, ``size``
-    (the file's, where known, else the content's) and ``content_size``.
+    ``(exact copy)``; an estimate (``--fast``, or a file changed since it was
+    indexed) shows ``~N`` and its 90% interval; a blank line between queries.
+    A size is the file's on disk, followed by ``(content N)`` when what was
+    compared differs (decompressed bytes, an ELF's strings). ``json`` and
+    ``csv`` give one record per match, every share in percent: the score the
+    threshold compared and whether it is exact, the similarity, the paper's
+    percentage (``percent``: it can exceed 100), both containments exact and
+    estimated, ``size`` (the file's, where known, else the content's) and
+    ``content_size``.
     """
     if fmt == "text":
         first = True
@@ -184,11 +193,16 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
             first = False
             size = _sizes(getattr(q, "file_size", None), q.size)
             out.write(f"R100 {display_path(q.path)} {size}\n".encode())
+            by = getattr(q, "by", "similarity")
             for m in q.matches:
                 mark = "  (exact copy)" if m.exact else ""
-                score = m.score(getattr(q, "by", "similarity"))
+                score = m.score(by)
                 size = _sizes(getattr(m, "file_size", None), m.size)
-                line = f"{score:4.0f} {display_path(m.path)} {size}{mark}\n"
+                if getattr(m, "score_low", None) is None:
+                    line = f"{score:4.0f} {display_path(m.path)} {size}{mark}\n"
+                else:
+                    note = f"  (estimate, 90%: {m.score_low:.0f}-{m.score_high:.0f})"
+                    line = f"~{score:3.0f} {display_path(m.path)} {size}{mark}{note}\n"
                 out.write(line.encode())
             out.flush()
     elif fmt == "json":
@@ -217,6 +231,12 @@ def _sizes(file_size: int | None, view_size: int) -> str:
 
 
 def _query_record(q: Any, m: Any) -> dict[str, Any]:
+    """One match: every share in percent (the paper's percentage can exceed 100)."""
+
+    def pct(x: float | None) -> float | None:
+        return None if x is None else round(100.0 * x, 2)
+
+    by = getattr(q, "by", "similarity")
     file_size = getattr(m, "file_size", None)
     return {
         "query": q.path,
@@ -225,13 +245,19 @@ def _query_record(q: Any, m: Any) -> dict[str, Any]:
         "content_size": m.size,
         "kind": m.kind,
         "view": m.view,
-        "similarity": round(100 * m.query_in_file, 2),
+        "score": round(m.score(by), 2),
+        "score_exact": by == "percent" or m.scored_exactly,
+        "score_low": None if m.score_low is None else round(m.score_low, 2),
+        "score_high": None if m.score_high is None else round(m.score_high, 2),
+        "similarity": round(m.score("similarity"), 2),
         "percent": round(m.percent, 2),
         "hits": m.hits,
         "shared": m.shared,
         "query_fingerprints": q.n_fp,
-        "containment_query_in_file": round(m.query_in_file, 4),
-        "containment_file_in_query": round(m.file_in_query, 4),
+        "exact_query_in_file": pct(m.exact_query_in_file),
+        "exact_file_in_query": pct(m.exact_file_in_query),
+        "estimate_query_in_file": pct(m.query_in_file),
+        "estimate_file_in_query": pct(m.file_in_query),
         "exact": m.exact,
     }
 
@@ -247,46 +273,66 @@ _SIMILAR_FIELDS = [
     "size_b",
     "kind",
     "score",
-    "containment_a_in_b",
-    "containment_b_in_a",
-    "jaccard",
+    "score_exact",
+    "score_low",
+    "score_high",
+    "exact_a_in_b",
+    "exact_b_in_a",
+    "estimate_a_in_b",
+    "estimate_b_in_a",
+    "estimate_jaccard",
     "shared",
     "fingerprints_a",
     "fingerprints_b",
     "percent_a_in_b",
     "percent_b_in_a",
-    "exact_a_in_b",
-    "exact_b_in_a",
     "identical",
 ]
 
 
-def write_similar(result: Any, out: BinaryIO, fmt: str) -> None:
+SIMILAR_BY = ("score", "percent")
+
+
+def _member_line(m: Any, by: str) -> str:
+    """A member's line of Figure 3: its figure, path and size, and what the figure is."""
+    mark = "  (exact copy)" if m.identical else ""
+    if by == "percent":
+        return f"{m.percent:4.0f} {display_path(m.file.path)} {m.file.size}{mark}\n"
+    if m.exact or m.pair is None or m.pair.score_low is None:
+        return f"{m.score:4.0f} {display_path(m.file.path)} {m.file.size}{mark}\n"
+    p = m.pair
+    note = f"  (estimate, 90%: {p.score_low:.0f}-{p.score_high:.0f})"
+    return f"~{m.score:3.0f} {display_path(m.file.path)} {m.file.size}{mark}{note}\n"
+
+
+def write_similar(result: Any, out: BinaryIO, fmt: str, by: str = "score") -> None:
     """Write a :class:`sif.similar.SimilarResult` to ``out`` in ``fmt`` (:data:`SIMILAR_FORMATS`).
 
     ``text`` follows the paper's Figure 3: a header with the minimum
     similarity, then per group an ``R`` line (``R100``, the reference's path
-    and size) and one line per member: the paper's percentage (multiplicity,
-    taken from the smaller file towards the larger; it can exceed 100), path,
-    size, and ``(exact copy)`` for identical content; a blank line between
-    groups. With interesting sets, each set's lines give each member's least
-    score with the others. ``json`` and ``csv`` give one record per pair
-    (with sets, ``json`` gives one set per line).
+    and size) and one line per member: the score that ``-t`` was compared
+    with (how much of the smaller file the larger holds, in percent: exact,
+    or ``~N`` and its 90% interval for an estimate), path, size, and ``(exact
+    copy)`` for identical content; a blank line between groups. ``by="percent"``
+    shows the paper's percentage instead (multiplicity, taken from the smaller
+    file towards the larger; it can exceed 100). With interesting sets, each
+    set's lines give each member's least score with the others. ``json`` and
+    ``csv`` give one record per pair, every share in percent (with sets,
+    ``json`` gives one set per line).
     """
     opts = result.options
     if fmt == "text":
         if result.options.sets is None:
+            shown = " (the paper's percentages shown)" if by == "percent" else ""
             out.write(
                 b"The following groups of files are similar. "
-                + f"Minimum similarity = {opts.threshold:g}%\n".encode()
+                + f"Minimum similarity = {opts.threshold:g}%{shown}\n".encode()
             )
             for g in result.groups:
                 r = g.reference
                 out.write(f"\nR100 {display_path(r.path)} {r.size}\n".encode())
                 for m in g.members:
-                    mark = "  (exact copy)" if m.identical else ""
-                    line = f"{m.percent:4.0f} {display_path(m.file.path)} {m.file.size}{mark}\n"
-                    out.write(line.encode())
+                    out.write(_member_line(m, by).encode())
         else:
             what = "pairwise similar" if opts.sets == "cliques" else "connected by similarity"
             out.write(
@@ -324,8 +370,10 @@ def write_similar(result: Any, out: BinaryIO, fmt: str) -> None:
 
 
 def _similar_record(p: Any) -> dict[str, Any]:
-    def r4(x: float | None) -> float | None:
-        return None if x is None else round(x, 4)
+    """One pair: every share in percent (0..100; the paper's percentages can exceed it)."""
+
+    def pct(x: float | None) -> float | None:
+        return None if x is None else round(100.0 * x, 2)
 
     return {
         "a": p.a.path,
@@ -334,15 +382,18 @@ def _similar_record(p: Any) -> dict[str, Any]:
         "size_b": p.b.size,
         "kind": p.a.kind,
         "score": round(p.score, 2),
-        "containment_a_in_b": r4(p.a_in_b),
-        "containment_b_in_a": r4(p.b_in_a),
-        "jaccard": r4(p.jaccard),
+        "score_exact": p.exact,
+        "score_low": None if p.score_low is None else round(p.score_low, 2),
+        "score_high": None if p.score_high is None else round(p.score_high, 2),
+        "exact_a_in_b": pct(p.exact_a_in_b),
+        "exact_b_in_a": pct(p.exact_b_in_a),
+        "estimate_a_in_b": pct(p.a_in_b),
+        "estimate_b_in_a": pct(p.b_in_a),
+        "estimate_jaccard": pct(p.jaccard),
         "shared": p.shared,
         "fingerprints_a": p.a.n_distinct,
         "fingerprints_b": p.b.n_distinct,
         "percent_a_in_b": round(p.percent_a_in_b, 2),
         "percent_b_in_a": round(p.percent_b_in_a, 2),
-        "exact_a_in_b": r4(p.exact_a_in_b),
-        "exact_b_in_a": r4(p.exact_b_in_a),
         "identical": p.identical,
     }

@@ -42,9 +42,15 @@ from sif.cli.index_options import (
     type=click.Choice(["similarity", "containment", "percent"]),
     default="similarity",
     show_default=True,
-    help="Score the threshold applies to: similarity (the estimated share of FILE "
+    help="Score the threshold applies to: similarity (the share of FILE's windows "
     "found in the indexed file), containment (the larger of the two shares: the "
     "smaller file in the larger), or percent (the paper's figure).",
+)
+@click.option(
+    "--fast",
+    is_flag=True,
+    help="Compare -t with the sampled estimate (no indexed file read), shown as ~N "
+    "with its 90%% interval; measured error in the README.",
 )
 @click.option(
     "--min-shared",
@@ -61,6 +67,7 @@ def query(
     files: tuple[str, ...],
     threshold: float,
     by: str,
+    fast: bool,
     min_shared: int | None,
     index: str | None,
     scheme: str | None,
@@ -76,9 +83,11 @@ def query(
     """The indexed files similar to each FILE (which need not be indexed).
 
     For each indexed file of the same kind and content view: the similarity
-    (the estimated share of FILE's 50-byte windows found in it; every window
-    of FILE is looked up, so edits do not bias it), shown and compared with
-    -t; in json and csv also the share of it found in FILE, the paper's
+    (the share of FILE's 50-byte windows found in it, exact: the index picks
+    the candidates, which are then read again; one that changed since it was
+    indexed keeps its estimate, shown ~N), compared with -t; --fast compares
+    the sampled estimate instead (every window of FILE is looked up, so edits
+    do not bias it). In json and csv also the share of it found in FILE, the paper's
     percentage (FILE's fingerprints found in it, counted with multiplicity,
     so it can exceed 100) and whether it is an exact copy (same size and
     BLAKE3 digest: it scores 100; a FILE under the 50-byte window is matched by
@@ -110,6 +119,7 @@ def query(
             threshold=threshold,
             by=by,
             min_shared=min_shared,
+            exact=not fast,
             on_warning=warnings,
         )
         out = sys.stdout.buffer

@@ -61,14 +61,24 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 )
 @click.option("--same-suffix", is_flag=True, help="Pair only files with the same suffix.")
 @click.option(
-    "--exact",
+    "--fast",
     is_flag=True,
-    help="Score candidate pairs exactly over all their windows (reads them again).",
+    help="Compare -t with the sampled estimate (no file read again), shown with its "
+    "90%% interval; measured error in the README.",
 )
+@click.option("--exact", is_flag=True, hidden=True, help="The default (kept for old scripts).")
 @click.option(
     "--sets",
     type=click.Choice(["cliques", "components"]),
     help="Interesting sets instead of groups: pairwise-similar cliques, or components.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["score", "percent"]),
+    default="score",
+    show_default=True,
+    help="What the text report shows beside each file: the score -t was compared with, "
+    "or the paper's percentage (json and csv give both).",
 )
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @click.option(
@@ -92,8 +102,10 @@ def similar(
     min_shared: int,
     size_ratio: float | None,
     same_suffix: bool,
+    fast: bool,
     exact: bool,
     sets: str | None,
+    by: str,
     wait: bool,
     memory_limit: str,
     index: str | None,
@@ -116,9 +128,12 @@ def similar(
     Fingerprints come through the index (a second run reads only changed
     files); the collated pair counts are kept in it, so a new threshold or
     filter right after a run opens no file. Files of different kinds (text,
-    binary) are never compared. The score compared with -t is the estimated
-    share of the smaller file held by the larger; the text report shows the
-    paper's percentage beside each file (it can exceed 100). --sets gives
+    binary) are never compared. The score compared with -t is how much of the
+    smaller file the larger holds, exact over all 50-byte windows: the
+    fingerprints choose the candidates, then both files are read (each once).
+    --fast compares the sampled estimate instead; an estimate is shown as
+    ~N [low-high]. The text report shows that score beside each file
+    (--by percent: the paper's percentage, which can exceed 100). --sets gives
     text or json (one set a line); csv lists pairs and refuses --sets. A
     second writer of the index fails with "index in use", or waits with --wait.
 
@@ -130,6 +145,8 @@ def similar(
     from sif.similar import SimilarOptions, find_similar
     from sif.walk import WalkOptions
 
+    if fast and exact:
+        raise click.UsageError("--fast and --exact exclude each other (exact is the default)")
     if sets is not None and fmt == "csv":
         raise click.UsageError(
             "--sets has no csv form (csv lists pairs): use --format text or json with --sets"
@@ -144,7 +161,7 @@ def similar(
         min_shared=min_shared,
         size_ratio=size_ratio,
         same_suffix=same_suffix,
-        exact=exact,
+        exact=not fast,
         sets=sets,
     )
     params, anchors = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
@@ -172,7 +189,7 @@ def similar(
         if progress is not None:
             progress.close()
     out = sys.stdout.buffer
-    write_similar(result, out, fmt)
+    write_similar(result, out, fmt, by)
     s = result.stats
     if not quiet:
         idx = s.index
@@ -184,6 +201,10 @@ def similar(
             if options.exact or s.exact_pairs  # pairs of small files: scored in every run
             else ""
         )
+        if s.estimated:
+            exact_note += f"; {s.estimated:,} scores are estimates (~)"
+            if s.exact_changed:
+                exact_note += f", {s.exact_changed:,} files changed since indexed"
         made = f"{len(result.sets):,} sets" if sets else f"{len(result.groups):,} groups"
         click.echo(
             f"sif: {s.files:,} files, {read}; {how}, {s.stopped:,} stop-fingerprints "

@@ -62,8 +62,17 @@ The package, one job a module: :mod:`~sif.similar.model` (the values),
 
 from __future__ import annotations
 
+from sif.core.evidence import FAST_LOWER_SHARE, FAST_MIN_SHARED
+from sif.index.pairs import PAIR_COLUMNS
 from sif.similar.collate import COLLATE_SQL, OOM_PARTITION_STEP, STOPPED_SQL, collate
-from sif.similar.estimate import pair_estimates, sampling_tier
+from sif.similar.estimate import (
+    CANDIDATE_Z,
+    INTERVAL_Z,
+    pair_estimates,
+    poisson_bounds,
+    sampling_tier,
+    score_bounds,
+)
 from sif.similar.exact import (
     EXACT_CACHE_BYTES,
     EXACT_CHUNKS_PER_JOB,
@@ -88,22 +97,24 @@ from sif.similar.model import (
 )
 from sif.similar.run import (
     DEFAULT_MEMORY_LIMIT,
-    PAIR_COLUMNS,
     RULES_VERSION,
     find_similar,
 )
-from sif.similar.score import EXACT_CANDIDATE_SHARE
+from sif.similar.score import pending_exact
 from sif.similar.sets import CLIQUE_BUDGET, similar_groups, similar_sets
 
 __all__ = [
+    "CANDIDATE_Z",
     "CLIQUE_BUDGET",
     "COLLATE_SQL",
     "DEFAULT_MAX_DF",
     "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_MIN_SHARED",
     "EXACT_CACHE_BYTES",
-    "EXACT_CANDIDATE_SHARE",
     "EXACT_CHUNKS_PER_JOB",
+    "FAST_LOWER_SHARE",
+    "FAST_MIN_SHARED",
+    "INTERVAL_Z",
     "OOM_PARTITION_STEP",
     "PAIR_COLUMNS",
     "RULES_VERSION",
@@ -124,7 +135,10 @@ __all__ = [
     "exact_containment",
     "find_similar",
     "pair_estimates",
+    "pending_exact",
+    "poisson_bounds",
     "sampling_tier",
+    "score_bounds",
     "similar_groups",
     "similar_sets",
     "window_set",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from sif.core.evidence import CANDIDATE_Z, INTERVAL_Z, poisson_bounds, score_bounds
 from sif.core.windows import distinct_windows
 from sif.fingerprint import FingerprintParams
 
@@ -79,3 +80,13 @@ def pair_estimates(
         inter / np.maximum(wa + wb - inter, 1.0),
     )
     return a_in_b, b_in_a, np.minimum(jac, 1.0)
+
+
+__all__ = [
+    "CANDIDATE_Z",
+    "INTERVAL_Z",
+    "pair_estimates",
+    "poisson_bounds",
+    "sampling_tier",
+    "score_bounds",
+]

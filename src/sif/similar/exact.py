@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from sif.core.rolling import as_bytes_array, window_hashes
+from sif.core import exactsets as _sets
+from sif.core.sampling import want_jit
 from sif.events import Progress, ScanWarning, WarningSink
 from sif.fingerprint import FingerprintParams
 from sif.similar.estimate import pair_estimates
 from sif.similar.model import (
     SimilarStats,
 )
+from sif.windowsets import JIT_FROM, Src, WindowSets
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -43,96 +44,8 @@ EXACT_CACHE_BYTES = 512 << 20
 
 # --- exact containment over all windows -------------------------------------------
 
-
-def window_set(data: bytes | memoryview | npt.NDArray[np.uint8], window: int) -> U64:
-    """S(X): the distinct 64-bit hashes of every ``window``-byte substring, sorted.
-
-    Cost: O(n log n) for n bytes (a hash per window, then a sort); 8 bytes a window.
-    """
-    arr = as_bytes_array(data)
-    if len(arr) < window:
-        return np.empty(0, dtype=np.uint64)
-    return _distinct(window_hashes(arr, window))
-
-
-def _distinct(values: U64) -> U64:
-    """The distinct values, sorted: a sort and a mask (``np.unique`` costs 12x more here)."""
-    s = np.sort(values)
-    keep = np.empty(len(s), dtype=bool)
-    keep[:1] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
-def exact_containment(sa: U64, sb: U64) -> tuple[float, float]:
-    """(C(A,B), C(B,A)) = |S(A) ∩ S(B)| / |S(A)|, / |S(B)|, from sorted distinct sets.
-
-    Cost: O(m log n) for sets of m <= n values.
-    """
-    if len(sa) == 0 or len(sb) == 0:
-        return 0.0, 0.0
-    few, many = (sa, sb) if len(sa) <= len(sb) else (sb, sa)
-    # Binary search of the smaller set in the larger: O(small log large), no merge sort.
-    pos = np.minimum(np.searchsorted(many, few), len(many) - 1)
-    inter = int(np.count_nonzero(many[pos] == few))
-    return inter / len(sa), inter / len(sb)
-
-
-class _WindowSets:
-    """Window sets of entries, computed on demand and kept under a byte budget (LRU).
-
-    A window set is made of the same content the entry's fingerprints were:
-    :func:`sif.content.entries` with the index's normalisation gives it again
-    (a plain file as it is; a member, a decompressed file or a normalised
-    view as indexed), every wanted entry of one file at once, so that an
-    archive is opened once. A file that cannot be read is a warning.
-    """
-
-    def __init__(self, window: int, budget: int, normalize: str, on_warning: WarningSink) -> None:
-        self.window = window
-        self.budget = budget
-        self.normalize = normalize
-        self.on_warning = on_warning
-        self.cache: OrderedDict[int, U64 | None] = OrderedDict()
-        self.held = 0
-        self.files_read = 0
-        self.bytes_read = 0
-        self.wanted: dict[str, dict[str, int]] = {}  # origin -> entry path -> id
-
-    def want(self, fid: int, src: _Src) -> None:
-        """Announce an entry, so that an archive is opened once for all its wanted members."""
-        path, origin, _ = src
-        self.wanted.setdefault(origin, {})[path] = fid
-
-    def get(self, fid: int, src: _Src) -> U64 | None:
-        if fid not in self.cache:
-            path, origin, _ = src
-            self._views(origin, {**self.wanted.get(origin, {}), path: fid})
-            if fid not in self.cache:  # the entry is gone from its file: no exact score
-                self._keep(fid, None)
-        self.cache.move_to_end(fid)
-        return self.cache[fid]
-
-    def _views(self, origin: str, ids: dict[str, int]) -> None:
-        """Window sets of the entries ``ids`` (path -> id) of the file ``origin``."""
-        from sif.content import ContentOptions, entries
-
-        options = ContentOptions(normalize=self.normalize)
-        self.files_read += 1
-        for entry in entries(origin, options=options, on_warning=self.on_warning):
-            fid = ids.get(entry.path)
-            if fid is None or fid in self.cache:
-                continue
-            data = entry.read()
-            self.bytes_read += len(data)
-            self._keep(fid, window_set(data, self.window))
-
-    def _keep(self, fid: int, s: U64 | None) -> None:
-        self.cache[fid] = s
-        self.held += 0 if s is None else s.nbytes
-        while self.held > self.budget and len(self.cache) > 1:
-            _, old = self.cache.popitem(last=False)
-            self.held -= 0 if old is None else old.nbytes
+window_set = _sets.window_set
+exact_containment = _sets.containment
 
 
 def _identical_unfingerprinted(
@@ -217,8 +130,9 @@ def _exact_small(
 #: ``exact``: work items per job, so that the processes share the pairs evenly.
 EXACT_CHUNKS_PER_JOB = 4
 
-_Src = tuple[str, str, str]  # an entry's path, the file on disk holding it, its view
-_ExactItem = tuple[int, int, _Src, int, _Src]  # pair row, id and source of a, of b
+#: A pair to score: its row, the id and source of its larger file, of its smaller, and
+#: whether the larger is the pair's ``a``.
+_ExactItem = tuple[int, int, Src, int, Src, bool]
 
 
 @dataclass(frozen=True)
@@ -226,83 +140,99 @@ class _ExactDone:
     """Exact containments of a chunk of pairs, and what computing them read."""
 
     rows: I64
-    ab: F64
-    ba: F64
+    shared: I64
+    n_a: I64
+    n_b: I64
     files_read: int
     bytes_read: int
+    changed: int
     warnings: tuple[ScanWarning, ...]
 
 
-def _exact_chunk(job: tuple[int, int, str, list[_ExactItem]]) -> _ExactDone:
+def _exact_chunk(
+    job: tuple[int, int, str, dict[int, bytes], list[_ExactItem], bool],
+) -> _ExactDone:
     """Exact (C(A,B), C(B,A)) of the pairs of one chunk (a worker's item).
 
-    Window sets are kept under ``budget`` bytes (LRU) within the chunk; a pair
-    whose file cannot be read is left out (its warning is returned).
+    The pairs come grouped by their larger file: its window set is made once,
+    then compared with the set of each smaller partner (kept in a cache under
+    ``budget`` bytes, least recently used out first: a small file is cheap to
+    read again). A pair whose file cannot be read, or changed since it was
+    indexed, is left out (its warning is returned; the pair keeps its
+    estimate).
     """
-    window, budget, normalize, items = job
+    window, budget, normalize, digests, items, jit = job
     warnings: list[ScanWarning] = []
-    sets = _WindowSets(window, budget, normalize, warnings.append)
-    for _, fa, pa, fb, pb in items:
-        sets.want(fa, pa)
+    sets = WindowSets(window, budget, normalize, digests, warnings.append, jit)
+    for _, fb, pb, fs, ps, _ in items:
         sets.want(fb, pb)
-    rows, ab, ba = [], [], []
-    for j, fa, pa, fb, pb in items:
-        sa = sets.get(fa, pa)
+        sets.want(fs, ps)
+    left: dict[int, int] = {}  # pairs of the chunk still to score, per file
+    partners: dict[int, int] = {}  # pairs per larger file
+    for it in items:
+        left[it[1]] = left.get(it[1], 0) + 1
+        left[it[3]] = left.get(it[3], 0) + 1
+        partners[it[1]] = partners.get(it[1], 0) + 1
+    rows, inters, n_a, n_b = [], [], [], []
+    indexed: tuple[int, _sets.IndexedSet | None] = (-1, None)
+    for j, fb, pb, fs, ps, big_is_a in items:
         sb = sets.get(fb, pb)
-        if sa is None or sb is None:
-            continue
-        x, y = exact_containment(sa, sb)
-        rows.append(j)
-        ab.append(x)
-        ba.append(y)
+        ss = sets.get(fs, ps) if sb is not None else None
+        if sb is not None and ss is not None:
+            if not jit:
+                inter = _sets.intersection_size(sb, ss)
+            elif JIT_FROM <= len(sb) < 1 << 31 and partners[fb] > 1:  # one index, many lookups
+                if indexed[0] != fb:
+                    indexed = (fb, _sets.IndexedSet(sb))
+                assert indexed[1] is not None
+                inter = indexed[1].shared(ss)
+            elif len(sb) >= JIT_FROM:
+                inter = _sets.intersection_size_jit(sb, ss)
+            else:
+                inter = _sets.intersection_size(sb, ss)
+            rows.append(j)
+            inters.append(inter)
+            n_a.append(len(sb) if big_is_a else len(ss))
+            n_b.append(len(ss) if big_is_a else len(sb))
+        for f, src in ((fb, pb), (fs, ps)):
+            left[f] -= 1
+            if not left[f]:
+                sets.release(f, src)
+                if indexed[0] == f:
+                    indexed = (-1, None)
     return _ExactDone(
         np.asarray(rows, dtype=np.int64),
-        np.asarray(ab, dtype=np.float64),
-        np.asarray(ba, dtype=np.float64),
+        np.asarray(inters, dtype=np.int64),
+        np.asarray(n_a, dtype=np.int64),
+        np.asarray(n_b, dtype=np.int64),
         sets.files_read,
         sets.bytes_read,
+        sets.changed,
         tuple(warnings),
     )
 
 
-def _chunks(items: list[_ExactItem], n: int) -> list[list[_ExactItem]]:
-    """Pairs cut into about ``n`` chunks of similar length, keeping files together.
+def _chunks(items: list[_ExactItem], cost: list[int], n: int) -> list[list[_ExactItem]]:
+    """Pairs (grouped by larger file) cut into about ``n`` runs of similar ``cost``.
 
-    Pairs are grouped by connected component of the pair graph (a version
-    history, a family of copies), so that a file's window set is computed in
-    one chunk, not in several; components are packed, largest first, into
-    the least-filled chunk; one larger than a chunk's share is cut in runs of
-    its pairs (ordered by first file). Cost: O(pairs) with a union-find.
+    Cuts fall only between groups, so that a larger file is read in one chunk;
+    the order is kept (files near each other in the tree, often alike, stay
+    together). Cost: O(pairs).
     """
-    if n <= 1 or len(items) <= 1:
-        return [items] if items else []
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        root = x
-        while parent.get(root, root) != root:
-            root = parent[root]
-        while parent.get(x, x) != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    for _, fa, _, fb, _ in items:
-        ra, rb = find(fa), find(fb)
-        if ra != rb:
-            parent[ra] = rb
-    comps: dict[int, list[_ExactItem]] = {}
-    for it in items:
-        comps.setdefault(find(it[1]), []).append(it)
-    share = -(-len(items) // n)
-    pieces = [
-        c[i : i + share]
-        for c in sorted(comps.values(), key=len, reverse=True)
-        for i in range(0, len(c), share)
-    ]
-    bins: list[list[_ExactItem]] = [[] for _ in range(n)]
-    for piece in sorted(pieces, key=len, reverse=True):
-        min(bins, key=len).extend(piece)
-    return [b for b in bins if b]
+    if not items:
+        return []
+    if n <= 1:
+        return [items]
+    share = sum(cost) / n
+    out: list[list[_ExactItem]] = [[]]
+    acc = 0.0
+    for k, it in enumerate(items):
+        if acc >= share and it[1] != items[k - 1][1]:
+            out.append([])
+            acc = 0.0
+        out[-1].append(it)
+        acc += cost[k]
+    return out
 
 
 def _exact(
@@ -320,36 +250,96 @@ def _exact(
 ) -> None:
     """Fill ``cols['exact_ab'/'exact_ba']`` for the pairs ``todo``, reading their files.
 
-    The pairs, ordered by their first file (so that its window set is computed
-    once), are cut into contiguous chunks shared between this process and the
-    workers of ``pool`` (:func:`sif.executors.local.shared_map`). Cost: each
-    file of a chunk read and hashed once (a sort of its window values), then a
-    binary search per pair; memory at most :data:`EXACT_CACHE_BYTES` in all.
+    The pairs, grouped by their larger file (whose window set is made once),
+    are cut into contiguous chunks of similar cost shared between this process
+    and the workers of ``pool`` (:func:`sif.executors.local.shared_map`).
+    Cost: each larger file read and hashed once (a sort of its window values),
+    each smaller one once per chunk unless the cache lost it, then a merge or
+    a galloping search per pair; memory at most :data:`EXACT_CACHE_BYTES` in all.
+    """
+
+    t0 = time.perf_counter()
+    progress.stage("exact containment", len(todo), unit="pairs")
+    ok, inter, n_a, n_b = _exact_pass(
+        todo, ia, ib, files, window, stats, on_warning, pool, jobs, progress
+    )
+    rows = todo[ok]
+    cols["exact_ab"][rows] = inter[ok] / np.maximum(n_a[ok], 1)
+    cols["exact_ba"][rows] = inter[ok] / np.maximum(n_b[ok], 1)
+    stats.exact_pairs += len(rows)
+    stats.seconds_exact += time.perf_counter() - t0
+
+
+def _exact_pass(
+    todo: I64,
+    ia: I64,
+    ib: I64,
+    files: dict[str, npt.NDArray[Any]],
+    window: int,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    pool: Any,
+    jobs: int,
+    progress: Progress | None = None,
+) -> tuple[npt.NDArray[np.bool_], I64, I64, I64]:
+    """|S(A) ∩ S(B)|, |S(A)|, |S(B)| of the pairs ``todo``.
+
+    Returns, aligned with ``todo``: whether the pair was scored (both files
+    read and unchanged), the intersection and both set sizes.
     """
     from sif.executors.local import shared_map
 
-    t0 = time.perf_counter()
-    order = todo[np.lexsort((ib[todo], ia[todo]))]
-    progress.stage("exact containment", len(order), unit="pairs")
+    size = np.asarray(files["size"], dtype=np.int64)
+    a_big = (size[ia[todo]] > size[ib[todo]]) | (
+        (size[ia[todo]] == size[ib[todo]]) & (ia[todo] <= ib[todo])
+    )
+    big = np.where(a_big, ia[todo], ib[todo])
+    small = np.where(a_big, ib[todo], ia[todo])
+    sort = np.lexsort((small, big))  # grouped by larger file, in the tree's order
     srcs = [
         (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
         for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
     ]
     fid = files["id"]
-    items: list[_ExactItem] = [
-        (int(j), int(fid[ia[j]]), srcs[ia[j]], int(fid[ib[j]]), srcs[ib[j]]) for j in order
-    ]
+    digest = {int(i): bytes(d) for i, d in zip(fid, files["digest"], strict=True)}
+    items: list[_ExactItem] = []
+    cost: list[int] = []
+    prev = -1
+    for k in sort.tolist():
+        bi, si = int(big[k]), int(small[k])
+        items.append((k, int(fid[bi]), srcs[bi], int(fid[si]), srcs[si], bool(a_big[k])))
+        cost.append(int(size[si]) + (int(size[bi]) if bi != prev else 0))
+        prev = bi
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
+    # numba's kernels for a bulk pass (import numba alone costs half a second).
+    jit = want_jit(sum(cost))
     jobs = max(1, jobs if pool is not None else 1)
     budget = EXACT_CACHE_BYTES // (2 * jobs) if jobs > 1 else EXACT_CACHE_BYTES
-    chunks = [(window, budget, normalize, c) for c in _chunks(items, EXACT_CHUNKS_PER_JOB * jobs)]
+    chunks = [
+        (
+            window,
+            budget,
+            normalize,
+            {f: digest[f] for it in c for f in (it[1], it[3])},
+            c,
+            jit,
+        )
+        for c in _chunks(items, cost, EXACT_CHUNKS_PER_JOB * jobs)
+    ]
+    ok = np.zeros(len(todo), dtype=bool)
+    inter = np.zeros(len(todo), dtype=np.int64)
+    n_a = np.zeros(len(todo), dtype=np.int64)
+    n_b = np.zeros(len(todo), dtype=np.int64)
     for _, done in shared_map(_exact_chunk, chunks, pool):
         for w in done.warnings:
             on_warning(w)
-        cols["exact_ab"][done.rows] = done.ab
-        cols["exact_ba"][done.rows] = done.ba
-        stats.exact_pairs += len(done.rows)
+        ok[done.rows] = True
+        inter[done.rows] = done.shared
+        n_a[done.rows] = done.n_a
+        n_b[done.rows] = done.n_b
         stats.exact_files_read += done.files_read
         stats.exact_bytes_read += done.bytes_read
-        progress.advance(len(done.rows))
-    stats.seconds_exact += time.perf_counter() - t0
+        stats.exact_changed += done.changed
+        if progress is not None:
+            progress.advance(len(done.rows))
+    return ok, inter, n_a, n_b

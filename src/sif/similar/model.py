@@ -45,7 +45,10 @@ class SimilarOptions:
     - ``min_shared``: least number of distinct shared fingerprints;
     - ``size_ratio``: skip pairs whose sizes differ more than this many times;
     - ``same_suffix``: pair only files with the same suffix (``.c``, ``.py``);
-    - ``exact``: score candidate pairs over all their windows (reads them);
+    - ``exact``: the score compared with the threshold is the exact
+      containment over all windows (the default: candidates come from the
+      fingerprints, at a sampled upper bound, then both files are read);
+      ``False`` (``--fast``) keeps the sampled estimate, with its interval;
     - ``sets``: ``None`` for the paper's groups, ``"cliques"`` or ``"components"``.
     """
 
@@ -54,7 +57,7 @@ class SimilarOptions:
     min_shared: int = DEFAULT_MIN_SHARED
     size_ratio: float | None = None
     same_suffix: bool = False
-    exact: bool = False
+    exact: bool = True
     sets: str | None = None
 
     def __post_init__(self) -> None:
@@ -94,8 +97,10 @@ class SimilarPair:
     percentage, the rows of the other file holding the shared fingerprints
     over the file's fingerprints (multiplicity: it can exceed 100);
     ``exact_a_in_b``/``exact_b_in_a``: C(A,B) and C(B,A) over all windows
-    when known (``exact``, or a pair of small files: :func:`_exact_small`), else
-    ``None``.
+    when known (the default; under ``--fast`` for a pair of small files:
+    :func:`_exact_small`), else ``None``: then :attr:`score` is the estimate
+    and ``score_low``/``score_high`` its 90% interval, in percent
+    (:func:`sif.similar.estimate.score_bounds`).
     """
 
     a: SimilarFile
@@ -108,6 +113,13 @@ class SimilarPair:
     percent_b_in_a: float
     exact_a_in_b: float | None = None
     exact_b_in_a: float | None = None
+    score_low: float | None = None
+    score_high: float | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether :attr:`score` is the exact containment (else the sampled estimate)."""
+        return self.exact_a_in_b is not None and self.exact_b_in_a is not None
 
     @property
     def score(self) -> float:
@@ -143,6 +155,9 @@ class GroupMember:
     percent: float
     score: float
     identical: bool
+    exact: bool = True
+    """Whether ``score`` is exact; else an estimate within ``pair.score_low``..``score_high``."""
+    pair: SimilarPair | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +189,8 @@ class SimilarStats:
     exact_pairs: int = 0
     exact_files_read: int = 0
     exact_bytes_read: int = 0
+    exact_changed: int = 0
+    estimated: int = 0
     index: IndexStats | None = None
     seconds_index: float = 0.0
     seconds_collate: float = 0.0

@@ -19,9 +19,9 @@ from sif.errors import ConfigError, IndexUnusable, OutOfMemory
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
+from sif.index import pairs as pairdb
 from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index, skip_index_dir
-from sif.index.segments import Segment
-from sif.index.store import ParamSet, param_set
+from sif.index.store import ParamSet
 from sif.similar.collate import (
     _collate_within,
 )
@@ -37,7 +37,7 @@ from sif.similar.model import (
     SimilarSet,
     SimilarStats,
 )
-from sif.similar.score import _score
+from sif.similar.score import _score, pending_exact
 from sif.similar.sets import similar_groups, similar_sets
 from sif.walk import WalkOptions, parallel_walk
 
@@ -58,111 +58,8 @@ RULES_VERSION = 2
 # --- the driver -------------------------------------------------------------------
 
 
-def _scope(
-    con: Any,
-    pid: int,
-    roots: Sequence[str],
-    groups: bool = True,
-    walked: Sequence[str] | None = None,
-) -> dict[str, npt.NDArray[Any]]:
-    """The indexed files under ``roots`` (params ``pid``), sorted by id, with a group code.
-
-    ``walked``: the paths of this run's walk (its filters applied); only the
-    entries of those files are in scope (the index may hold more under the
-    roots: files that a filter leaves out stay indexed).
-
-    ``grp`` (with ``groups``) numbers the distinct (kind, content view) of the
-    files: files of another kind or view are never compared. The root filter
-    runs in the query, as byte ranges of the path (``root/`` <= path <
-    ``root0``: the byte after ``/``); the sort by id in numpy. Cost: one scan
-    of ``files``, mostly the conversion of paths, kinds and digests to Python
-    objects (~25 ms for 40k files).
-    """
-    where, args = [], []
-    for r in roots:
-        b = os.fsencode(os.path.abspath(r)).rstrip(b"/")
-        where.append("path = ? OR (path >= ? AND path < ?)")
-        args += [b or b"/", b + b"/", b + b"0"]
-    grp = (
-        ", dense_rank() OVER (ORDER BY kind, coalesce(CAST(view AS VARCHAR), '')) - 1 AS grp"
-        if groups
-        else ""
-    )
-    within = ""
-    cur = con
-    if walked is not None:  # on a cursor of its own: the connection may hold a result
-        cur = con.cursor()
-        cur.register("sif_walked", {"origin": np.array([os.fsencode(p) for p in walked], object)})
-        within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
-    try:
-        cols = cur.execute(
-            "SELECT id, path, coalesce(origin, path) AS origin, "
-            "coalesce(CAST(view AS VARCHAR), 'raw') AS view, size, kind, n_fp, n_distinct, digest"
-            f"{grp} "
-            f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}",
-            [pid, *args],
-        ).fetchnumpy()
-    finally:
-        if walked is not None:
-            cur.unregister("sif_walked")
-            cur.close()
-    order = np.argsort(np.asarray(cols["id"]), kind="stable")
-    out = {k: np.asarray(v)[order] for k, v in cols.items()}
-    mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
-    out["normalize"] = np.full(len(order), (mode and mode[0]) or "auto", dtype=object)
-    if groups:
-        if len(out["grp"]) and int(out["grp"].max()) > 255:
-            raise IndexUnusable("more than 255 kinds and views of files in one run")
-        out["grp"] = out["grp"].astype(np.uint8)
-    return out
-
-
-def _rows(
-    root: str, con: Any, pid: int, ids: U32, grp: npt.NDArray[np.uint8]
-) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
-    """Every fingerprint row of the files ``ids`` (sorted): (value, file id, group)."""
-    names = [
-        r[0]
-        for r in con.execute(
-            "SELECT name FROM segments WHERE params_id = ? ORDER BY id", [pid]
-        ).fetchall()
-    ]
-    vparts, iparts = [], []
-    for name in names:
-        seg = Segment(os.path.join(root, "segments", name))
-        try:
-            values, fids = seg.all_rows()
-        finally:
-            seg.close()
-        pos = np.searchsorted(ids, fids)
-        pos = np.minimum(pos, max(len(ids) - 1, 0))
-        keep = ids[pos] == fids if len(ids) else np.zeros(len(fids), dtype=bool)
-        vparts.append(values[keep])
-        iparts.append(fids[keep])
-    values = np.concatenate(vparts) if vparts else np.empty(0, np.uint32)
-    fids = np.concatenate(iparts) if iparts else np.empty(0, np.uint32)
-    groups: npt.NDArray[np.uint8] = grp[np.searchsorted(ids, fids)] if len(ids) else grp[:0]
-    return values, fids, groups
-
-
-def _params_id(store: Any, params: FingerprintParams | ParamSet) -> int | None:
-    """The catalog's id of the parameter set ``build_index`` just used, if any."""
-    pid = store._find_params(param_set(params))
-    return None if pid is None else int(pid)
-
-
 _MEMORY_LIMIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B|%)?\s*$", re.IGNORECASE)
 """What DuckDB's ``memory_limit`` accepts: a number and a unit (or a share, ``80%``)."""
-
-
-def _sql_string(text: str) -> str:
-    """``text`` as an SQL string literal (SET takes no parameters): quotes doubled."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _meta(con: Any, key: str) -> str:
-    rows = con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchall()
-    return str(rows[0][0]) if rows else ""
 
 
 def _run_key(
@@ -186,70 +83,6 @@ def _run_key(
         },
         sort_keys=True,
     )
-
-
-PAIR_COLUMNS = ("a", "b", "shared", "hits_a", "hits_b")
-
-
-def _stored_run(con: Any, key: str) -> tuple[int, str | None] | None:
-    """(stop-fingerprints, walk digest) of the run stored for ``key``, or ``None``."""
-    rows = con.execute(
-        "SELECT stopped, walk_digest FROM similar_runs WHERE run_key = ?", [key]
-    ).fetchall()
-    return (int(rows[0][0]), rows[0][1]) if rows else None
-
-
-def _load_pairs(con: Any, key: str) -> tuple[dict[str, npt.NDArray[Any]], int] | None:
-    """The pair counts stored for ``key``, or ``None`` (none, or stale).
-
-    In the order stored (the scoring needs none); an exact score not computed
-    is NaN. Cost: one scan of ``similar_pairs`` (~0.05 s for 500k pairs).
-    """
-    run = _stored_run(con, key)
-    if run is None:
-        return None
-    cols = con.execute(
-        "SELECT a, b, shared, hits_a, hits_b, coalesce(exact_ab, 'NaN'::DOUBLE) AS exact_ab, "
-        "coalesce(exact_ba, 'NaN'::DOUBLE) AS exact_ba FROM similar_pairs"
-    ).fetchnumpy()
-    out = {k: np.asarray(cols[k], dtype=np.uint32) for k in PAIR_COLUMNS}
-    for k in ("exact_ab", "exact_ba"):
-        out[k] = np.asarray(cols[k], dtype=np.float64)
-    return out, run[0]
-
-
-def _store_pairs(
-    con: Any,
-    key: str,
-    cols: dict[str, npt.NDArray[Any]],
-    stopped: int,
-    walk_digest: str | None,
-) -> None:
-    """Replace the stored pair counts by ``cols`` (one transaction).
-
-    ``walk_digest``: the walk that the index matched when they were collated,
-    or ``None`` when it is not known to (a file failed to be read).
-    """
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM similar_pairs")
-        con.execute("DELETE FROM similar_runs")
-        con.register("sif_pairs", {k: cols[k] for k in (*PAIR_COLUMNS, "exact_ab", "exact_ba")})
-        con.execute(
-            "INSERT INTO similar_pairs SELECT a, b, shared, hits_a, hits_b, "
-            "CAST(CASE WHEN isnan(exact_ab) THEN NULL ELSE exact_ab END AS DOUBLE), "
-            "CAST(CASE WHEN isnan(exact_ba) THEN NULL ELSE exact_ba END AS DOUBLE) FROM sif_pairs"
-        )
-        con.unregister("sif_pairs")
-        con.execute(
-            "INSERT INTO similar_runs (run_key, stopped, pairs, created, walk_digest) "
-            "VALUES (?, ?, ?, current_timestamp, ?)",
-            [key, stopped, len(cols["a"]), walk_digest],
-        )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def find_similar(
@@ -280,9 +113,10 @@ def find_similar(
     :func:`sif.index.build_index`: only new and changed files are read), then
     collates, or reuses the pair counts stored by the last run over the same
     roots and index state with the same ``max_df`` (then no file under the
-    roots is opened, unless ``exact`` needs a pair it has not scored yet).
-    Without ``exact``, a stat walk equal to the one stored with the pairs
-    skips the index update altogether (:func:`_reuse_unchanged`).
+    roots is opened, unless a pair that could reach the threshold has no exact
+    score yet: a lower threshold than any before). A stat walk equal to the one
+    stored with the pairs, and no pair left to score, skip the index update
+    altogether (:func:`_reuse_unchanged`).
     Raises what :func:`sif.index.open_store` raises (``IndexInUse``,
     ``IndexCorrupt``) and :class:`ConfigError` for bad options; unreadable
     files are warnings. Cost: the index update, then the collation, about
@@ -290,8 +124,9 @@ def find_similar(
     or, when reused, a read of the stored pairs (after a stat walk alone, when
     nothing changed); at collation, one read of each small file of a pair of
     small files (:func:`_exact_small`: 0.25 s for 1 GB of Linux sources); with
-    ``exact``, one read and
-    a sort of the windows of each file of a candidate pair, on ``jobs`` processes.
+    ``exact`` (the default), one read and a sort of the windows of each file of a
+    candidate pair, on ``jobs`` processes (a file read once, its set kept while
+    its pairs need it).
     """
     started = time.perf_counter()
     options = options or SimilarOptions()
@@ -356,14 +191,13 @@ def _find(
     from sif.index.duck import DuckStore
 
     fp_params = params.params if isinstance(params, ParamSet) else params
-    if not options.exact:  # --exact may need to read and store scores: the full path
-        reused = _reuse_unchanged(
-            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
-        )
-        if reused is not None:
-            cols, files = reused
-            pairs = _score(cols, files, options, fp_params, stats, on_warning, progress)
-            return _result(pairs, options, stats, started)
+    reused = _reuse_unchanged(
+        root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
+    )
+    if reused is not None:  # every score needed is stored: no file is opened
+        cols, files = reused
+        pairs = _score(cols, files, options, fp_params, stats, on_warning, progress)
+        return _result(pairs, options, stats, started)
     normalize = getattr(params, "normalize", None)
     stats.index = build_index(
         root_list,
@@ -385,31 +219,30 @@ def _find(
         if not isinstance(store, DuckStore):  # pragma: no cover - the factory's only type
             raise IndexUnusable("sif similar needs the on-disk index")
         con = store.catalog()
-        found = _params_id(store, params)
+        found = pairdb.params_id(store, params)
         if found is None:
             return _empty(options, stats, started)
         pid = found
         walked = stats.index.walked
-        files = _scope(con, pid, root_list, walked=walked.paths if walked is not None else None)
+        files = pairdb.scope(
+            con, pid, root_list, walked=walked.paths if walked is not None else None
+        )
         stats.files = len(files["id"])
-        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df, files["id"])
+        key = _run_key(pid, pairdb.meta(con, "generation"), root_list, options.max_df, files["id"])
         t0 = time.perf_counter()
-        loaded = _load_pairs(con, key)
+        loaded = pairdb.load_pairs(con, key)
         if loaded is not None:
             cols, stats.stopped = loaded
             stats.reused = True
             progress.log(f"reusing {len(cols['a']):,} stored pairs")
-            con.execute("UPDATE similar_runs SET walk_digest = ? WHERE run_key = ?", [digest, key])
+            pairdb.set_walk_digest(con, key, digest)
         else:
             progress.stage("collating", None)
             tmp = os.path.join(store.root, "tmp")
             os.makedirs(tmp, exist_ok=True)
-            con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
-            con.execute(f"SET temp_directory = {_sql_string(tmp)}")
-            con.execute(f"SET threads = {int(jobs)}")
-            con.execute("SET preserve_insertion_order = false")  # the pairs get sorted
+            pairdb.configure_collation(con, memory_limit, tmp, jobs)
             ids = np.asarray(files["id"], dtype=np.uint32)
-            values, fids, grp = _rows(
+            values, fids, grp = pairdb.fingerprint_rows(
                 store.root, con, pid, ids, np.asarray(files["grp"], dtype=np.uint8)
             )
             stats.fingerprints = len(values)
@@ -422,7 +255,7 @@ def _find(
             tiny = _identical_unfingerprinted(files, options.max_df)
             cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
             try:
-                _store_pairs(con, key, cols, stats.stopped, digest)
+                pairdb.store_pairs(con, key, cols, stats.stopped, digest)
             except duckdb.OutOfMemoryException:
                 raise OutOfMemory(
                     f"out of memory: storing {len(cols['a']):,} pairs does not fit in "
@@ -432,7 +265,7 @@ def _find(
         stats.pairs_collated = len(cols["a"])
         pairs = _score(cols, files, options, fp_params, stats, on_warning, progress, pool, jobs)
         if options.exact and stats.exact_pairs:
-            _save_exact(con, cols)
+            pairdb.save_exact(con, cols)
     finally:
         store.close()
     return _result(pairs, options, stats, started)
@@ -488,17 +321,20 @@ def _reuse_unchanged(
         return None
     try:
         con = store.catalog()
-        pid = _params_id(store, params)
+        pid = pairdb.params_id(store, params)
         if pid is None:
             return None
-        files = _scope(con, pid, root_list, groups=False, walked=walked.paths)
-        key = _run_key(pid, _meta(con, "generation"), root_list, options.max_df, files["id"])
-        run = _stored_run(con, key)
+        files = pairdb.scope(con, pid, root_list, groups=False, walked=walked.paths)
+        key = _run_key(pid, pairdb.meta(con, "generation"), root_list, options.max_df, files["id"])
+        run = pairdb.stored_run(con, key)
         if run is None or run[1] != digest:
             return None
-        loaded = _load_pairs(con, key)
+        loaded = pairdb.load_pairs(con, key)
         if loaded is None:  # pragma: no cover - read under the lock just above
             return None
+        fp_params = params.params if isinstance(params, ParamSet) else params
+        if len(pending_exact(loaded[0], files, options, fp_params)):
+            return None  # pairs to score exactly (a lower threshold): read and store them
     finally:
         store.close()
     for w in warnings:
@@ -531,22 +367,3 @@ def _result(
 def _empty(options: SimilarOptions, stats: SimilarStats, started: float) -> SimilarResult:
     stats.seconds = time.perf_counter() - started
     return SimilarResult(options, (), (), (), stats)
-
-
-def _save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
-    """Store the exact containments computed this run beside the pair counts."""
-    done = ~np.isnan(cols["exact_ab"])
-    con.register(
-        "sif_exact",
-        {
-            "a": cols["a"][done],
-            "b": cols["b"][done],
-            "ab": cols["exact_ab"][done],
-            "ba": cols["exact_ba"][done],
-        },
-    )
-    con.execute(
-        "UPDATE similar_pairs SET exact_ab = e.ab, exact_ba = e.ba FROM sif_exact e "
-        "WHERE similar_pairs.a = e.a AND similar_pairs.b = e.b"
-    )
-    con.unregister("sif_exact")

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from sif.core.evidence import (
+    CANDIDATE_Z,
+    FAST_LOWER_SHARE,
+    FAST_MIN_SHARED,
+    INTERVAL_Z,
+    score_bounds,
+)
 from sif.events import Progress, WarningSink
 from sif.fingerprint import FingerprintParams
 from sif.similar.estimate import pair_estimates
@@ -26,24 +34,27 @@ U64 = npt.NDArray[np.uint64]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-#: ``exact``: candidates are the pairs whose sampled score reaches this share of the
-#: threshold, with at least one shared fingerprint (the exact score then decides).
-EXACT_CANDIDATE_SHARE = 0.5
+
+@dataclass(frozen=True)
+class _Estimates:
+    """Row positions, the filters' verdict and the sampled scores of all collated pairs."""
+
+    ia: I64
+    ib: I64
+    ok: npt.NDArray[np.bool_]
+    a_in_b: F64
+    b_in_a: F64
+    jaccard: F64
+    est: F64
 
 
-def _score(
+def _estimates(
     cols: dict[str, npt.NDArray[Any]],
     files: dict[str, npt.NDArray[Any]],
     options: SimilarOptions,
     params: FingerprintParams,
-    stats: SimilarStats,
-    on_warning: WarningSink,
-    progress: Progress,
-    pool: Any = None,
-    jobs: int = 1,
-) -> list[SimilarPair]:
-    """Scores, filters and threshold over all collated pairs (vectorised), then values."""
-    window = params.window
+) -> _Estimates:
+    """Sampled scores and filters (size ratio, suffix) over all pairs. Vectorised."""
     ids = np.asarray(files["id"], dtype=np.uint32)
     ia = np.searchsorted(ids, cols["a"])
     ib = np.searchsorted(ids, cols["b"])
@@ -72,21 +83,76 @@ def _score(
             [os.path.splitext(os.fsdecode(bytes(p)))[1] for p in files["path"]], dtype=object
         )
         ok &= suffix[ia] == suffix[ib]
+    return _Estimates(ia, ib, ok, a_in_b, b_in_a, jac, est)
+
+
+def pending_exact(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    params: FingerprintParams,
+    e: _Estimates | None = None,
+) -> I64:
+    """The rows of the pairs to score exactly that have no exact score yet.
+
+    Under ``exact`` (the default): every pair whose sampled score could reach
+    the threshold (its 99% upper bound, :data:`CANDIDATE_Z`, does); none
+    under ``--fast``. Pure; O(pairs).
+    """
+    if not options.exact:
+        return np.empty(0, dtype=np.int64)
+    e = e or _estimates(cols, files, options, params)
+    shared = cols["shared"]
+    _, high = score_bounds(shared, e.est, CANDIDATE_Z)
+    cand = e.ok & (high >= options.threshold) & (shared >= max(options.min_shared, 1))
+    return np.flatnonzero(cand & np.isnan(cols["exact_ab"]))
+
+
+def _score(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    params: FingerprintParams,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+    pool: Any = None,
+    jobs: int = 1,
+) -> list[SimilarPair]:
+    """Scores, filters and threshold over all collated pairs (vectorised), then values."""
+    ids = np.asarray(files["id"], dtype=np.uint32)
+    e = _estimates(cols, files, options, params)
+    ia, ib, ok, est = e.ia, e.ib, e.ok, e.est
+    a_in_b, b_in_a, jac = e.a_in_b, e.b_in_a, e.jaccard
     exact_ab, exact_ba = cols["exact_ab"], cols["exact_ba"]
     t = options.threshold
-    if options.exact:
-        # Candidates from a lower, sampled threshold are scored exactly.
-        cand = ok & (est >= EXACT_CANDIDATE_SHARE * t) & (cols["shared"] >= 1)
-        todo = np.flatnonzero(cand & np.isnan(exact_ab))
-        if len(todo):
-            _exact(todo, ia, ib, files, window, cols, stats, on_warning, progress, pool, jobs)
-    # An exact score, when known (this run's, a past --exact run's, a pair of small or
-    # identical tiny files), decides; else the estimate (a file that could not be read
-    # keeps its sampled score).
+    shared_n = cols["shared"]
+    todo = pending_exact(cols, files, options, params, e)
+    if len(todo):
+        _exact(
+            todo,
+            ia,
+            ib,
+            files,
+            params.window,
+            cols,
+            stats,
+            on_warning,
+            progress,
+            pool,
+            jobs,
+        )
+    # An exact score, when known (this run's, a past run's, a pair of small or identical
+    # tiny files), decides; else the estimate, with its evidence (a file that could not
+    # be read, or changed since it was indexed, keeps its sampled score).
     known = ~np.isnan(exact_ab) & ~np.isnan(exact_ba)
     with np.errstate(invalid="ignore"):
         exact_keep = 100.0 * np.maximum(exact_ab, exact_ba) >= t
-    keep = ok & np.where(known, exact_keep, (est >= t) & (cols["shared"] >= options.min_shared))
+    low, high = score_bounds(shared_n, est, INTERVAL_Z)
+    evidence = (shared_n >= max(options.min_shared, FAST_MIN_SHARED)) & (
+        low >= FAST_LOWER_SHARE * t
+    )
+    keep = ok & np.where(known, exact_keep, (est >= t) & evidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         nfa = np.maximum(files["n_fp"][ia], 1).astype(np.float64)
         nfb = np.maximum(files["n_fp"][ib], 1).astype(np.float64)
@@ -130,11 +196,25 @@ def _score(
             float(pb[j]),
             ex_ab,
             ex_ba,
+            None if known[j] else float(low[j]),
+            None if known[j] else float(high[j]),
         )
         if fb.path < fa.path:  # a before b by path, for stable reports
             p = SimilarPair(
-                fb, fa, p.shared, p.b_in_a, p.a_in_b, p.jaccard, pb[j], pa[j], ex_ba, ex_ab
+                fb,
+                fa,
+                p.shared,
+                p.b_in_a,
+                p.a_in_b,
+                p.jaccard,
+                pb[j],
+                pa[j],
+                ex_ba,
+                ex_ab,
+                p.score_low,
+                p.score_high,
             )
+        stats.estimated += not known[j]
         out.append(p)
     out.sort(key=lambda p: (-p.score, p.a.path, p.b.path))
     return out

@@ -157,7 +157,7 @@ def similar_groups(pairs: Sequence[SimilarPair]) -> list[SimilarGroup]:
     for fid in sorted(by_file, key=lambda i: files[i].path):
         ref = files[fid]
         members = [
-            GroupMember(p.other(ref), p.percent_for(ref), p.score, p.identical)
+            GroupMember(p.other(ref), p.percent_for(ref), p.score, p.identical, p.exact, p)
             for p in by_file[fid]
         ]
         key = frozenset([fid, *(m.file.id for m in members)])

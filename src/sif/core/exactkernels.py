@@ -1,0 +1,146 @@
+"""The numba kernels of :mod:`sif.core.exactsets` (imported only on first use).
+
+Each gives exactly the value of the numpy form beside its caller; the tests
+compare them. Pure: arrays in, arrays out, no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.core.jitcache import njit  # numba's, with a cache this user can write
+from sif.core.rolling import U8, U64
+
+I64 = npt.NDArray[np.int64]
+
+
+@njit(cache=True, nogil=True)
+def window_values(
+    data: U8, window: int, base: np.uint64, top: np.uint64
+) -> U64:  # pragma: no cover
+    """Karp-Rabin modulo 2^64 of every window, by the rolling update (one pass).
+
+    ``top`` is ``base^(window-1)``: h' = (h - out * top) * base + in, which
+    equals the prefix-sum form of :func:`sif.core.rolling.karp_rabin`.
+    """
+    m = len(data) - window + 1
+    out = np.empty(max(m, 0), dtype=np.uint64)
+    if m <= 0:
+        return out
+    h = np.uint64(0)
+    for i in range(window):
+        h = h * base + np.uint64(data[i])
+    out[0] = h
+    for i in range(1, m):
+        h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
+        out[i] = h
+    return out
+
+
+@njit(cache=True, nogil=True)
+def distinct_sorted(s: I64) -> int:  # pragma: no cover
+    """Move the distinct values of a sorted array to its front, in place; how many."""
+    n = len(s)
+    if n == 0:
+        return 0
+    k = 1
+    for i in range(1, n):
+        if s[i] != s[k - 1]:
+            s[k] = s[i]
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def intersection_size(a: I64, b: I64) -> int:  # pragma: no cover
+    """|A ∩ B| of two sorted arrays of distinct values.
+
+    A merge when the sizes are alike; when one is more than 16 times the
+    other, a galloping search of the larger for each value of the smaller
+    (O(m log(n / m))).
+    """
+    if len(a) > len(b):
+        a, b = b, a
+    m, n = len(a), len(b)
+    if m == 0:
+        return 0
+    count = 0
+    if n > 16 * m:
+        lo = 0
+        for i in range(m):
+            x = a[i]
+            step = 1
+            hi = lo
+            while hi < n and b[hi] < x:  # gallop: lo .. hi brackets x
+                lo = hi
+                hi += step
+                step *= 2
+            if hi > n:
+                hi = n
+            while lo < hi:  # b[lo - 1] < x <= b[hi] (or hi == n)
+                mid = (lo + hi) // 2
+                if b[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < n and b[lo] == x:
+                count += 1
+                lo += 1
+            if lo >= n:
+                break
+        return count
+    i = 0
+    j = 0
+    while i < m and j < n:
+        x = a[i]
+        y = b[j]
+        if x < y:
+            i += 1
+        elif y < x:
+            j += 1
+        else:
+            count += 1
+            i += 1
+            j += 1
+    return count
+
+
+_SIGN = np.uint64(0x8000000000000000)
+
+
+@njit(cache=True, nogil=True)
+def bucket_offsets(s: I64, bits: int) -> npt.NDArray[np.int32]:  # pragma: no cover
+    """Where each bucket of a sorted set starts: bucket = the top ``bits`` of the value.
+
+    Sorted as signed integers, so the bucket is taken with the sign bit
+    flipped (monotone in that order). One pass over the set (sequential
+    writes: the buckets come in order).
+    """
+    shift = np.uint64(64 - bits)
+    nb = 1 << bits
+    off = np.empty(nb + 1, dtype=np.int32)  # sets of under 2^31 values (IndexedSet)
+    k = 0
+    for i in range(len(s)):
+        b = np.int64((np.uint64(s[i]) ^ _SIGN) >> shift)
+        while k <= b:
+            off[k] = i
+            k += 1
+    while k <= nb:
+        off[k] = len(s)
+        k += 1
+    return off
+
+
+@njit(cache=True, nogil=True)
+def count_in(s: I64, off: npt.NDArray[np.int32], bits: int, a: I64) -> int:  # pragma: no cover
+    """How many values of ``a`` are in the sorted set ``s`` indexed by :func:`bucket_offsets`."""
+    shift = np.uint64(64 - bits)
+    count = 0
+    for v in a:
+        k = np.int64((np.uint64(v) ^ _SIGN) >> shift)
+        for t in range(off[k], off[k + 1]):
+            if s[t] == v:
+                count += 1
+                break
+    return count

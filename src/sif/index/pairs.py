@@ -1,0 +1,222 @@
+"""The catalog's side of ``sif similar``: the files in scope, fingerprint rows, stored pairs.
+
+Every statement of ``sif similar`` that reads or writes the catalog's tables
+(``files``, ``segments``, ``params``, ``sif_meta``, ``similar_runs``,
+``similar_pairs``) is here; :mod:`sif.similar` composes them. Each takes the
+catalog's DuckDB connection (:meth:`sif.index.duck.DuckStore.catalog`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.errors import IndexUnusable
+from sif.fingerprint import FingerprintParams
+from sif.index.segments import Segment
+from sif.index.store import ParamSet, param_set
+
+U32 = npt.NDArray[np.uint32]
+
+
+def scope(
+    con: Any,
+    pid: int,
+    roots: Sequence[str],
+    groups: bool = True,
+    walked: Sequence[str] | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """The indexed files under ``roots`` (params ``pid``), sorted by id, with a group code.
+
+    ``walked``: the paths of this run's walk (its filters applied); only the
+    entries of those files are in scope (the index may hold more under the
+    roots: files that a filter leaves out stay indexed).
+
+    ``grp`` (with ``groups``) numbers the distinct (kind, content view) of the
+    files: files of another kind or view are never compared. The root filter
+    runs in the query, as byte ranges of the path (``root/`` <= path <
+    ``root0``: the byte after ``/``); the sort by id in numpy. Cost: one scan
+    of ``files``, mostly the conversion of paths, kinds and digests to Python
+    objects (~25 ms for 40k files).
+    """
+    where, args = [], []
+    for r in roots:
+        b = os.fsencode(os.path.abspath(r)).rstrip(b"/")
+        where.append("path = ? OR (path >= ? AND path < ?)")
+        args += [b or b"/", b + b"/", b + b"0"]
+    grp = (
+        ", dense_rank() OVER (ORDER BY kind, coalesce(CAST(view AS VARCHAR), '')) - 1 AS grp"
+        if groups
+        else ""
+    )
+    within = ""
+    cur = con
+    if walked is not None:  # on a cursor of its own: the connection may hold a result
+        cur = con.cursor()
+        cur.register("sif_walked", {"origin": np.array([os.fsencode(p) for p in walked], object)})
+        within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
+    try:
+        cols = cur.execute(
+            "SELECT id, path, coalesce(origin, path) AS origin, "
+            "coalesce(CAST(view AS VARCHAR), 'raw') AS view, size, kind, n_fp, n_distinct, digest"
+            f"{grp} "
+            f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}",
+            [pid, *args],
+        ).fetchnumpy()
+    finally:
+        if walked is not None:
+            cur.unregister("sif_walked")
+            cur.close()
+    order = np.argsort(np.asarray(cols["id"]), kind="stable")
+    out = {k: np.asarray(v)[order] for k, v in cols.items()}
+    mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
+    out["normalize"] = np.full(len(order), (mode and mode[0]) or "auto", dtype=object)
+    if groups:
+        if len(out["grp"]) and int(out["grp"].max()) > 255:
+            raise IndexUnusable("more than 255 kinds and views of files in one run")
+        out["grp"] = out["grp"].astype(np.uint8)
+    return out
+
+
+def fingerprint_rows(
+    root: str, con: Any, pid: int, ids: U32, grp: npt.NDArray[np.uint8]
+) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
+    """Every fingerprint row of the files ``ids`` (sorted): (value, file id, group)."""
+    names = [
+        r[0]
+        for r in con.execute(
+            "SELECT name FROM segments WHERE params_id = ? ORDER BY id", [pid]
+        ).fetchall()
+    ]
+    vparts, iparts = [], []
+    for name in names:
+        seg = Segment(os.path.join(root, "segments", name))
+        try:
+            values, fids = seg.all_rows()
+        finally:
+            seg.close()
+        pos = np.searchsorted(ids, fids)
+        pos = np.minimum(pos, max(len(ids) - 1, 0))
+        keep = ids[pos] == fids if len(ids) else np.zeros(len(fids), dtype=bool)
+        vparts.append(values[keep])
+        iparts.append(fids[keep])
+    values = np.concatenate(vparts) if vparts else np.empty(0, np.uint32)
+    fids = np.concatenate(iparts) if iparts else np.empty(0, np.uint32)
+    groups: npt.NDArray[np.uint8] = grp[np.searchsorted(ids, fids)] if len(ids) else grp[:0]
+    return values, fids, groups
+
+
+def params_id(store: Any, params: FingerprintParams | ParamSet) -> int | None:
+    """The catalog's id of the parameter set ``build_index`` just used, if any."""
+    pid = store._find_params(param_set(params))
+    return None if pid is None else int(pid)
+
+
+def meta(con: Any, key: str) -> str:
+    rows = con.execute("SELECT value FROM sif_meta WHERE key = ?", [key]).fetchall()
+    return str(rows[0][0]) if rows else ""
+
+
+PAIR_COLUMNS = ("a", "b", "shared", "hits_a", "hits_b")
+
+
+def stored_run(con: Any, key: str) -> tuple[int, str | None] | None:
+    """(stop-fingerprints, walk digest) of the run stored for ``key``, or ``None``."""
+    rows = con.execute(
+        "SELECT stopped, walk_digest FROM similar_runs WHERE run_key = ?", [key]
+    ).fetchall()
+    return (int(rows[0][0]), rows[0][1]) if rows else None
+
+
+def _sql_string(text: str) -> str:
+    """``text`` as an SQL string literal (SET takes no parameters): quotes doubled."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def configure_collation(con: Any, memory_limit: str, temp_directory: str, jobs: int) -> None:
+    """DuckDB's settings for the collation: working memory, where it spills, threads."""
+    con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
+    con.execute(f"SET temp_directory = {_sql_string(temp_directory)}")
+    con.execute(f"SET threads = {int(jobs)}")
+    con.execute("SET preserve_insertion_order = false")  # the pairs get sorted
+
+
+def set_walk_digest(con: Any, key: str, digest: str | None) -> None:
+    """Record the stat walk the index matched when the pairs of ``key`` were last used."""
+    con.execute("UPDATE similar_runs SET walk_digest = ? WHERE run_key = ?", [digest, key])
+
+
+def load_pairs(con: Any, key: str) -> tuple[dict[str, npt.NDArray[Any]], int] | None:
+    """The pair counts stored for ``key``, or ``None`` (none, or stale).
+
+    In the order stored (the scoring needs none); an exact score not computed
+    is NaN. Cost: one scan of ``similar_pairs`` (~0.05 s for 500k pairs).
+    """
+    run = stored_run(con, key)
+    if run is None:
+        return None
+    cols = con.execute(
+        "SELECT a, b, shared, hits_a, hits_b, coalesce(exact_ab, 'NaN'::DOUBLE) AS exact_ab, "
+        "coalesce(exact_ba, 'NaN'::DOUBLE) AS exact_ba FROM similar_pairs"
+    ).fetchnumpy()
+    out = {k: np.asarray(cols[k], dtype=np.uint32) for k in PAIR_COLUMNS}
+    for k in ("exact_ab", "exact_ba"):
+        out[k] = np.asarray(cols[k], dtype=np.float64)
+    return out, run[0]
+
+
+def store_pairs(
+    con: Any,
+    key: str,
+    cols: dict[str, npt.NDArray[Any]],
+    stopped: int,
+    walk_digest: str | None,
+) -> None:
+    """Replace the stored pair counts by ``cols`` (one transaction).
+
+    ``walk_digest``: the walk that the index matched when they were collated,
+    or ``None`` when it is not known to (a file failed to be read).
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM similar_pairs")
+        con.execute("DELETE FROM similar_runs")
+        con.register("sif_pairs", {k: cols[k] for k in (*PAIR_COLUMNS, "exact_ab", "exact_ba")})
+        con.execute(
+            "INSERT INTO similar_pairs SELECT a, b, shared, hits_a, hits_b, "
+            "CAST(CASE WHEN isnan(exact_ab) THEN NULL ELSE exact_ab END AS DOUBLE), "
+            "CAST(CASE WHEN isnan(exact_ba) THEN NULL ELSE exact_ba END AS DOUBLE) FROM sif_pairs"
+        )
+        con.unregister("sif_pairs")
+        con.execute(
+            "INSERT INTO similar_runs (run_key, stopped, pairs, created, walk_digest) "
+            "VALUES (?, ?, ?, current_timestamp, ?)",
+            [key, stopped, len(cols["a"]), walk_digest],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
+    """Store the exact containments computed this run beside the pair counts."""
+    done = ~np.isnan(cols["exact_ab"])
+    con.register(
+        "sif_exact",
+        {
+            "a": cols["a"][done],
+            "b": cols["b"][done],
+            "ab": cols["exact_ab"][done],
+            "ba": cols["exact_ba"][done],
+        },
+    )
+    con.execute(
+        "UPDATE similar_pairs SET exact_ab = e.ab, exact_ba = e.ba FROM sif_exact e "
+        "WHERE similar_pairs.a = e.a AND similar_pairs.b = e.b"
+    )
+    con.unregister("sif_exact")

@@ -1,0 +1,140 @@
+"""Window sets of indexed entries, read again from disk and checked against the index.
+
+The exact score (``sif similar`` by default, ``sif query``) compares S(A)
+and S(B), the distinct 50-byte windows of two entries
+(:mod:`sif.core.exactsets`). They are made from the same content the
+fingerprints were: the file as it is, or its member, decompressed content
+or normalised view. Content whose BLAKE3 digest is not the indexed one
+changed since it was indexed: it gives no set, and its pairs keep their
+estimate (marked as such). A file that cannot be read is a warning.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from sif.core import exactsets as _sets
+from sif.events import ScanWarning, WarningSink
+from sif.fileio import open_regular_file
+
+I64 = npt.NDArray[np.int64]
+Src = tuple[str, str, str]
+"""An entry's path, the path of the file on disk holding it, and its view's label."""
+
+
+class WindowSets:
+    """Window sets of indexed entries, read again from disk, each once if it can be.
+
+    A window set is made of the same content the entry's fingerprints were:
+    :func:`sif.content.entries` with the index's normalisation gives it again
+    (a plain file as it is; a member, a decompressed file or a normalised
+    view as indexed), every wanted entry of one file at once, so that an
+    archive is opened once. Content whose BLAKE3 digest is not the indexed
+    one (the file changed since) gives no set: its pairs keep their
+    estimate. A file that cannot be read is a warning. A set is dropped after
+    its last pair (:meth:`release`); beyond ``budget`` bytes the least
+    recently used go first, and are read again if needed.
+    """
+
+    def __init__(
+        self,
+        window: int,
+        budget: int,
+        normalize: str,
+        digests: dict[int, bytes],
+        on_warning: WarningSink,
+        jit: bool = True,
+    ) -> None:
+        self.window = window
+        self.jit = jit
+        self.budget = budget
+        self.normalize = normalize
+        self.digests = digests
+        self.on_warning = on_warning
+        self.cache: OrderedDict[int, I64 | None] = OrderedDict()
+        self.held = 0
+        self.files_read = 0
+        self.bytes_read = 0
+        self.changed = 0
+        self.wanted: dict[str, dict[str, int]] = {}  # origin -> entry path -> id
+
+    def want(self, fid: int, src: Src) -> None:
+        """Announce an entry, so that an archive is opened once for all its wanted members."""
+        path, origin, _ = src
+        self.wanted.setdefault(origin, {})[path] = fid
+
+    def get(self, fid: int, src: Src) -> I64 | None:
+        if fid not in self.cache:
+            path, origin, view = src
+            raw = view == "raw" and path == origin
+            self._views(origin, {**self.wanted.get(origin, {}), path: fid}, raw)
+            if fid not in self.cache:  # the entry is gone from its file: no exact score
+                self._keep(fid, None)
+        self.cache.move_to_end(fid)
+        return self.cache[fid]
+
+    def release(self, fid: int, src: Src) -> None:
+        """Forget ``fid``'s set: no pair of the chunk needs it any more."""
+        s = self.cache.pop(fid, None)
+        self.held -= 0 if s is None else s.nbytes
+        path, origin, _ = src
+        left = self.wanted.get(origin)
+        if left is not None:
+            left.pop(path, None)
+            if not left:
+                del self.wanted[origin]
+
+    def _views(self, origin: str, ids: dict[str, int], raw: bool = False) -> None:
+        """Window sets of the entries ``ids`` (path -> id) of the file ``origin``.
+
+        ``raw``: the entry may be the whole file as it is (a plain file in the
+        raw view): it is read directly, with no sniffing of its type; when its
+        digest is not the indexed one (a compressed file is indexed by its
+        decompressed content, also in the raw view), through its content view.
+        """
+        from sif.content import ContentOptions, entries
+
+        self.files_read += 1
+        if raw:
+            fid = ids.get(origin)
+            try:
+                f, _ = open_regular_file(origin)
+                with f:
+                    data = f.read()
+            except OSError as exc:
+                self.on_warning(ScanWarning(origin, exc.strerror or str(exc)))
+                return
+            self.bytes_read += len(data)
+            if fid is not None and blake3.blake3(data).digest() == self.digests.get(fid):
+                jit = self.jit and len(data) >= JIT_FROM
+                self._keep(fid, _sets.window_set(data, self.window, jit))
+                return
+        options = ContentOptions(normalize=self.normalize)
+        for entry in entries(origin, options=options, on_warning=self.on_warning):
+            fid = ids.get(entry.path)
+            if fid is None or fid in self.cache:
+                continue
+            data = entry.read()
+            self.bytes_read += len(data)
+            if blake3.blake3(data).digest() != self.digests.get(fid):
+                self.changed += 1
+                self._keep(fid, None)
+                continue
+            jit = self.jit and len(data) >= JIT_FROM
+            self._keep(fid, _sets.window_set(data, self.window, jit))
+
+    def _keep(self, fid: int, s: I64 | None) -> None:
+        self.cache[fid] = s
+        self.held += 0 if s is None else s.nbytes
+        while self.held > self.budget and len(self.cache) > 1:
+            _, old = self.cache.popitem(last=False)
+            self.held -= 0 if old is None else old.nbytes
+
+
+#: Entries of at least this many bytes get their window set from the numba kernels in
+#: a bulk run (below, numpy's form costs less than the call into numba).
+JIT_FROM = 4096
