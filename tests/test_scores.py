@@ -242,3 +242,19 @@ def test_text_report_shows_the_score_compared_with_the_threshold(tmp_path: Path)
         str(round(float(r[k]))) for r in pairs for k in ("percent_a_in_b", "percent_b_in_a")
     }
     assert set(figures) <= percents
+
+
+def test_exact_is_the_default_and_fast_excludes_it(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    tree.mkdir()
+    base = text(600, 8_000)
+    (tree / "a.txt").write_bytes(base)
+    (tree / "b.txt").write_bytes(base[:4_000] + text(601, 4_000))
+    idx = tmp_path / "idx"
+    default = sif("similar", "--index", idx, "--format", "json", tree).stdout
+    assert (
+        default
+        and default == sif("similar", "--exact", "--index", idx, "--format", "json", tree).stdout
+    )
+    both = sif("similar", "--fast", "--exact", "--index", idx, tree, check=False)
+    assert both.returncode == 2 and "exclude each other" in both.stderr

@@ -28,17 +28,21 @@ The pipeline, each stage feeding the next:
    skips the index update, opens the catalog once, read-only, and scores
    the stored counts (:func:`_reuse_unchanged`; 1 GB, 38k files: ~0.5 s in
    the library); any touched file sends it down the full path.
-4. **Scores and filters** (vectorised over all pairs): containment both
-   ways, Jaccard, the paper's multiplicity percentage; then ``min_shared``,
-   ``size_ratio``, ``same_suffix`` and the threshold on the score, the
-   estimate of max(C(A,B), C(B,A)): how much of the smaller file the larger
-   holds. With ``exact``, pairs from a lower, sampled threshold are scored
-   exactly over all ``w``-byte windows of both files (:func:`exact_containment`).
-   Pairs of small files (both under :data:`SMALL_EXACT_BYTES`) are scored
-   exactly in every run, at collation, whatever the threshold, and stored with
-   the counts (:func:`_exact_small`): winnowing's edge effects cost a small
-   file a large share of its few fingerprints. An exact score, once known,
-   decides in place of the estimate.
+4. **Scores and filters** (vectorised over all pairs): the sampled
+   estimates of containment both ways, Jaccard, the paper's multiplicity
+   percentage; then ``min_shared``, ``size_ratio``, ``same_suffix``. The
+   score compared with the threshold is max(C(A,B), C(B,A)), how much of the
+   smaller file the larger holds, **exact by default**: every pair whose
+   sampled score could reach the threshold (its 99% upper bound,
+   :func:`sif.core.evidence.score_bounds`) is read and scored over all
+   ``w``-byte windows of both files (:mod:`sif.similar.exact`), and the
+   exact scores are stored with the counts. ``exact=False`` (``--fast``)
+   compares the estimate, believed only with enough evidence (2 shared
+   fingerprints and its 90% lower bound at half the threshold). Pairs of
+   small files (both under :data:`SMALL_EXACT_BYTES`) are scored exactly at
+   collation in every run, ``--fast`` too (:func:`_exact_small`). An exact
+   score, once known, decides in place of the estimate; a pair whose file
+   changed since it was indexed keeps its estimate, marked.
 5. **Groups** (the paper's first version): each file is a reference with the
    files similar to it; each distinct set is reported once. Or **interesting
    sets** (the second version): maximal cliques or connected components
