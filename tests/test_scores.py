@@ -258,3 +258,25 @@ def test_exact_is_the_default_and_fast_excludes_it(tmp_path: Path) -> None:
     )
     both = sif("similar", "--fast", "--exact", "--index", idx, tree, check=False)
     assert both.returncode == 2 and "exclude each other" in both.stderr
+
+
+def test_window_sets_refuse_content_that_is_not_the_indexed_one(tmp_path: Path) -> None:
+    """A file changed since it was indexed gives no set (its pairs keep their estimate)."""
+    import blake3
+
+    from sif.events import ScanWarning
+    from sif.windowsets import WindowSets
+
+    f = tmp_path / "a.txt"
+    f.write_bytes(text(700, 3_000))
+    digest = blake3.blake3(f.read_bytes()).digest()
+    warnings: list[ScanWarning] = []
+    sets = WindowSets(50, 1 << 20, "auto", {1: digest, 2: digest}, warnings.append, jit=False)
+    src = (str(f), str(f), "raw")
+    got = sets.get(1, src)
+    assert got is not None and np.array_equal(got, window_set(f.read_bytes()))
+    f.write_bytes(text(701, 3_000))  # same size, other bytes
+    assert sets.get(2, src) is None and sets.changed == 1
+    f.unlink()
+    assert WindowSets(50, 1 << 20, "auto", {3: digest}, warnings.append).get(3, src) is None
+    assert [w.path for w in warnings] == [str(f)]  # a vanished file is one warning
