@@ -253,9 +253,12 @@ def _exact(
     The pairs, grouped by their larger file (whose window set is made once),
     are cut into contiguous chunks of similar cost shared between this process
     and the workers of ``pool`` (:func:`sif.executors.local.shared_map`).
-    Cost: each larger file read and hashed once (a sort of its window values),
-    each smaller one once per chunk unless the cache lost it, then a merge or
-    a galloping search per pair; memory at most :data:`EXACT_CACHE_BYTES` in all.
+    Cost: each larger file read and hashed once (a sort of its window values,
+    then a bucket index over them), each smaller one once per chunk unless the
+    cache lost it, then one lookup per window of the smaller file (a merge or
+    a galloping search for a larger file with one partner); memory at most
+    :data:`EXACT_CACHE_BYTES` of window sets in all. Measured on 1 GB of Linux
+    sources: 251k pairs, 1.4 GiB read, about 100 CPU seconds.
     """
 
     t0 = time.perf_counter()
