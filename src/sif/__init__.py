@@ -52,6 +52,9 @@ _EXPORTS = {
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
     "fingerprint_file": "sif.fingerprint",
+    "explain": "sif.explain",
+    "Explanation": "sif.explain",
+    "Passage": "sif.explain",
     "FingerprintParams": "sif.fingerprint",
     "AnchorSet": "sif.fingerprint",
     "make_params": "sif.fingerprint",
@@ -63,6 +66,7 @@ __all__ = [
     "ConfigError",
     "ContentOptions",
     "DupesStats",
+    "Explanation",
     "FileRecord",
     "FingerprintParams",
     "Group",
@@ -76,6 +80,7 @@ __all__ = [
     "InputError",
     "Match",
     "OutOfMemory",
+    "Passage",
     "Progress",
     "QueryResult",
     "RecordColumns",
@@ -97,6 +102,7 @@ __all__ = [
     "checksum_v2",
     "compare_v2",
     "default_index_path",
+    "explain",
     "find_duplicates",
     "find_similar",
     "fingerprint_file",
@@ -121,6 +127,7 @@ if TYPE_CHECKING:
     )
     from sif.events import Progress, ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
+    from sif.explain import Explanation, Passage, explain
     from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
     from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
     from sif.query import Match, QueryResult, query_files

@@ -1,0 +1,460 @@
+"""Shared windows of two byte strings, as maximal runs: the kernels of ``sif explain``.
+
+The windows are those of the exact score: the value of the window at ``i``
+is ``mix64(karp_rabin(data)[i])`` (:func:`sif.core.rolling.window_hashes`),
+computed here by the rolling update in one pass (:func:`window_hashes_jit`
+equals it value for value). Two files of 100 MB have 10^8 windows each, too
+many to sort or hold as a table at once, so the hash space is cut into
+``2^bits`` partitions by the top bits of the value; each partition is a pass
+over both inputs (hashing is cheap, about 0.2 s per 100 MB) that builds two
+open-addressing tables (value -> first position) of the windows falling in
+it. A partition gives its share of ``|S(A)|``, ``|S(B)|``, ``|S(A) ∩ S(B)|``
+(they add up over partitions), and writes, for every window of A in it, the
+first position of the same value in B (``-1``: not in B), and the converse.
+
+:func:`runs` then walks those maps: from a window of A found in B at ``j``,
+the bytes are compared along the diagonal (verifying the seed, a 64-bit
+collision is no match), forwards while they agree and backwards as far as
+they agree, giving one maximal run of shared windows. Run from both sides,
+every shared window of either file lies in a run (a passage once in A and
+twice in B gives two runs).
+
+Pure: arrays in, arrays out, no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.core.jitcache import njit
+from sif.core.rolling import BASE, FMIX_C1, FMIX_C2, U8, U64
+
+I64 = npt.NDArray[np.int64]
+
+#: The value :func:`sif.core.rolling.mix64` never yields: an empty table slot.
+EMPTY = np.uint64((1 << 64) - 1)
+#: Rows of runs a kernel call writes at most (24 bytes each) before the driver takes them.
+RUNS_CHUNK = 1 << 16
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(x: np.uint64) -> np.uint64:  # pragma: no cover (compiled)
+    y = x ^ (x >> np.uint64(33))
+    y = y * np.uint64(FMIX_C1)
+    y = y ^ (y >> np.uint64(33))
+    y = y * np.uint64(FMIX_C2)
+    y = y ^ (y >> np.uint64(33))
+    if y == np.uint64(0xFFFFFFFFFFFFFFFF):
+        y = np.uint64(0xFFFFFFFFFFFFFFFE)
+    return y
+
+
+@njit(cache=True, nogil=True)
+def _top_power(window: int, base: np.uint64) -> np.uint64:  # pragma: no cover (compiled)
+    p = np.uint64(1)
+    for _ in range(window - 1):
+        p = p * base
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _hash_all(data: U8, window: int, base: np.uint64, out: U64) -> None:  # pragma: no cover
+    top = _top_power(window, base)
+    h = np.uint64(0)
+    for j in range(window):
+        h = h * base + np.uint64(data[j])
+    out[0] = _mix(h)
+    for i in range(1, len(data) - window + 1):
+        h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
+        out[i] = _mix(h)
+
+
+def window_hashes_jit(data: U8, window: int, base: int = BASE) -> U64:
+    """Every window's value, as :func:`sif.core.rolling.window_hashes` (one pass, compiled)."""
+    m = len(data) - window + 1
+    out = np.empty(max(0, m), dtype=np.uint64)
+    if m > 0:
+        _hash_all(data, window, np.uint64(base), out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _count_buckets(data: U8, window: int, base: np.uint64, bits: int) -> I64:  # pragma: no cover
+    """Windows of ``data`` per bucket of the top ``bits`` bits of their value."""
+    counts = np.zeros(1 << bits, dtype=np.int64)
+    m = len(data) - window + 1
+    if m <= 0:
+        return counts
+    top = _top_power(window, base)
+    sh = np.uint64(64 - bits)
+    h = np.uint64(0)
+    for j in range(window - 1):
+        h = h * base + np.uint64(data[j])
+    for i in range(m):
+        if i > 0:
+            h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
+        else:
+            h = h * base + np.uint64(data[window - 1])
+        if bits > 0:
+            counts[np.int64(_mix(h) >> sh)] += 1
+        else:
+            counts[0] += 1
+    return counts
+
+
+@njit(cache=True, nogil=True)
+def _collect(
+    data: U8,
+    window: int,
+    base: np.uint64,
+    bits: int,
+    lo: int,
+    hi: int,
+    fill: I64,
+    out_v: U64,
+    out_p: I64,
+) -> None:  # pragma: no cover (compiled)
+    """Windows whose bucket is in ``[lo, hi)``, scattered by bucket (``fill``: next slot of each)."""
+    m = len(data) - window + 1
+    if m <= 0:
+        return
+    top = _top_power(window, base)
+    sh = np.uint64(64 - bits)
+    h = np.uint64(0)
+    for j in range(window - 1):
+        h = h * base + np.uint64(data[j])
+    for i in range(m):
+        if i > 0:
+            h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
+        else:
+            h = h * base + np.uint64(data[window - 1])
+        v = _mix(h)
+        bucket = np.int64(v >> sh) if bits > 0 else 0
+        if lo <= bucket < hi:
+            k = fill[bucket - lo]
+            out_v[k] = v
+            out_p[k] = i
+            fill[bucket - lo] = k + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _table_put(keys: U64, mask: np.uint64, v: np.uint64) -> bool:  # pragma: no cover
+    s = v & mask
+    while True:
+        k = keys[s]
+        if k == v:
+            return False
+        if k == EMPTY:
+            keys[s] = v
+            return True
+        s = (s + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _table_has(keys: U64, mask: np.uint64, v: np.uint64) -> bool:  # pragma: no cover
+    s = v & mask
+    while True:
+        k = keys[s]
+        if k == v:
+            return True
+        if k == EMPTY:
+            return False
+        s = (s + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _join(
+    va: U64, pa: I64, start_a: I64, vb: U64, pb: I64, start_b: I64, bits_a: U8, bits_b: U8
+) -> tuple[int, int, int]:  # pragma: no cover (compiled)
+    """Per bucket (slices ``start[k]:start[k+1]``): distinct values of each side, the
+    common ones, and the shared windows marked in the bitmaps. Tables fit in cache."""
+    most = 1
+    for k in range(len(start_a) - 1):
+        most = max(most, start_a[k + 1] - start_a[k], start_b[k + 1] - start_b[k])
+    cap = 16
+    while cap < 2 * most:
+        cap *= 2
+    ta = np.empty(cap, dtype=np.uint64)
+    tb = np.empty(cap, dtype=np.uint64)
+    na = nb = common = 0
+    for k in range(len(start_a) - 1):
+        a0, a1 = start_a[k], start_a[k + 1]
+        b0, b1 = start_b[k], start_b[k + 1]
+        if a1 == a0 and b1 == b0:
+            continue
+        c = 16
+        while c < 2 * max(a1 - a0, b1 - b0):
+            c *= 2
+        mask = np.uint64(c - 1)
+        ta[:c] = EMPTY
+        tb[:c] = EMPTY
+        for t in range(a0, a1):
+            if _table_put(ta, mask, va[t]):
+                na += 1
+        for t in range(b0, b1):
+            if _table_put(tb, mask, vb[t]):
+                nb += 1
+        if a1 == a0 or b1 == b0:
+            continue
+        for t in range(c):
+            if ta[t] != EMPTY and _table_has(tb, mask, ta[t]):
+                common += 1
+        for t in range(a0, a1):
+            if _table_has(tb, mask, va[t]):
+                bits_a[pa[t] >> 3] |= np.uint8(1 << (pa[t] & 7))
+        for t in range(b0, b1):
+            if _table_has(ta, mask, vb[t]):
+                bits_b[pb[t] >> 3] |= np.uint8(1 << (pb[t] & 7))
+    return na, nb, common
+
+
+#: Windows per bucket aimed at by :func:`shared_windows`: a bucket's tables fit in cache.
+BUCKET_WINDOWS = 4096
+#: Bytes of a collected window (its value and position).
+ENTRY_BYTES = 16
+#: Default bytes of collected windows held at once by :func:`shared_windows`.
+DEFAULT_BUDGET = 1 << 30
+
+
+def shared_windows(
+    a: U8, b: U8, window: int, budget: int = DEFAULT_BUDGET
+) -> tuple[U8, U8, int, int, int]:
+    """``(bits_a, bits_b, |S(A)|, |S(B)|, |S(A) ∩ S(B)|)``: which windows are shared.
+
+    ``bits_a`` has bit ``i`` set (``bits_a[i >> 3] & (1 << (i & 7))``) when A's
+    window ``i`` has a value that B has, ``bits_b`` the converse. The counts
+    are those of :func:`sif.similar.window_set` and
+    :func:`sif.similar.exact_containment`. The windows are hashed once to count
+    them per bucket (top bits of the value, about :data:`BUCKET_WINDOWS` to a
+    bucket), then buckets are taken in groups holding at most ``budget``
+    bytes of collected windows (16 bytes each): each group is a pass over both
+    inputs, then a table per bucket. Memory: ``budget`` and a bit per window.
+    """
+    base = np.uint64(BASE)
+    ma = max(0, len(a) - window + 1)
+    mb = max(0, len(b) - window + 1)
+    bits_a = np.zeros((ma + 7) // 8, dtype=np.uint8)
+    bits_b = np.zeros((mb + 7) // 8, dtype=np.uint8)
+    bits = max(0, min(24, ((ma + mb) // BUCKET_WINDOWS).bit_length()))
+    counts_a = _count_buckets(a, window, base, bits)
+    counts_b = _count_buckets(b, window, base, bits)
+    per_group = max(1, budget // ENTRY_BYTES)
+    totals = counts_a + counts_b
+    na = nb = common = 0
+    lo = 0
+    n_buckets = 1 << bits
+    while lo < n_buckets:
+        hi, held = lo, 0
+        while hi < n_buckets and (hi == lo or held + totals[hi] <= per_group):
+            held += int(totals[hi])
+            hi += 1
+        ca, cb = counts_a[lo:hi], counts_b[lo:hi]
+        start_a = np.concatenate(([0], np.cumsum(ca))).astype(np.int64)
+        start_b = np.concatenate(([0], np.cumsum(cb))).astype(np.int64)
+        va = np.empty(int(start_a[-1]), dtype=np.uint64)
+        pa = np.empty(len(va), dtype=np.int64)
+        vb = np.empty(int(start_b[-1]), dtype=np.uint64)
+        pb = np.empty(len(vb), dtype=np.int64)
+        _collect(a, window, base, bits, lo, hi, start_a[:-1].copy(), va, pa)
+        _collect(b, window, base, bits, lo, hi, start_b[:-1].copy(), vb, pb)
+        x, y, z = _join(va, pa, start_a, vb, pb, start_b, bits_a, bits_b)
+        na, nb, common = na + x, nb + y, common + z
+        del va, pa, vb, pb
+        lo = hi
+    return bits_a, bits_b, na, nb, common
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _value_at(data: U8, i: int, window: int, base: np.uint64) -> np.uint64:  # pragma: no cover
+    h = np.uint64(0)
+    for t in range(window):
+        h = h * base + np.uint64(data[i + t])
+    return _mix(h)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lookup(keys: U64, vals: I64, v: np.uint64) -> int:  # pragma: no cover
+    mask = np.uint64(len(keys) - 1)
+    s = v & mask
+    while True:
+        k = keys[s]
+        if k == v:
+            return vals[s]
+        if k == EMPTY:
+            return -2
+        s = (s + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _walk(
+    a: U8,
+    b: U8,
+    pending: U8,
+    window: int,
+    base: np.uint64,
+    keys: U64,
+    vals: I64,
+    start: int,
+    out: I64,
+    requests: U64,
+) -> tuple[int, int, int]:  # pragma: no cover (compiled)
+    """One round of the walk over A's pending shared windows (bits of ``pending``).
+
+    At a pending window whose value is resolved (``keys`` -> first position
+    in B, ``vals``), the seed is checked byte by byte, extended forwards
+    while the next bytes agree (clearing those windows) and backwards while
+    the previous ones do: a run ``(a_start, b_start, windows)`` into ``out``.
+    An unresolved one is a request (its value), and the rest of its stretch
+    of shared windows waits for the next round. Returns (runs, requests,
+    where to resume: ``len(A's windows)`` when done); stops early when
+    ``out`` or ``requests`` is full.
+    """
+    ma = len(a) - window + 1
+    mb = len(b) - window + 1
+    n = 0
+    r = 0
+    i = start
+    while i < ma:
+        if n >= len(out) or r >= len(requests):
+            break
+        byte = pending[i >> 3]
+        if byte == 0 and (i & 7) == 0:
+            i += 8
+            continue
+        if not (byte >> (i & 7)) & 1:
+            i += 1
+            continue
+        v = _value_at(a, i, window, base)
+        j = _lookup(keys, vals, v) if len(keys) else -2
+        if j == -2:  # not resolved yet: ask, and skip this stretch
+            requests[r] = v
+            r += 1
+            while i < ma and (pending[i >> 3] >> (i & 7)) & 1:
+                i += 1
+            continue
+        ok = j >= 0
+        if ok:
+            for t in range(window):
+                if a[i + t] != b[j + t]:
+                    ok = False
+                    break
+        pending[i >> 3] &= np.uint8(255 ^ (1 << (i & 7)))
+        if not ok:  # a 64-bit collision, or no longer in B: no shared window here
+            i += 1
+            continue
+        k = 1
+        while i + k < ma and j + k < mb and a[i + k + window - 1] == b[j + k + window - 1]:
+            q = i + k
+            pending[q >> 3] &= np.uint8(255 ^ (1 << (q & 7)))
+            k += 1
+        s = 0
+        while i - s > 0 and j - s > 0 and a[i - s - 1] == b[j - s - 1]:
+            s += 1
+        out[n, 0] = i - s
+        out[n, 1] = j - s
+        out[n, 2] = k + s
+        n += 1
+        i += k
+    return n, r, i
+
+
+@njit(cache=True, nogil=True)
+def _resolve(
+    b: U8, window: int, base: np.uint64, keys: U64, vals: I64
+) -> None:  # pragma: no cover (compiled)
+    """``vals[s]`` = the first position in ``b`` of the value ``keys[s]`` (those at -2)."""
+    m = len(b) - window + 1
+    if m <= 0:
+        return
+    top = _top_power(window, base)
+    mask = np.uint64(len(keys) - 1)
+    h = np.uint64(0)
+    for j in range(window - 1):
+        h = h * base + np.uint64(b[j])
+    for i in range(m):
+        if i > 0:
+            h = (h - np.uint64(b[i - 1]) * top) * base + np.uint64(b[i + window - 1])
+        else:
+            h = h * base + np.uint64(b[window - 1])
+        v = _mix(h)
+        s = v & mask
+        while True:
+            k = keys[s]
+            if k == v:
+                if vals[s] == -2:
+                    vals[s] = i
+                break
+            if k == EMPTY:
+                break
+            s = (s + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _rehash(
+    keys: U64, vals: I64, new_keys: U64, new_vals: I64, extra: U64
+) -> None:  # pragma: no cover
+    mask = np.uint64(len(new_keys) - 1)
+    for t in range(len(keys)):
+        if keys[t] != EMPTY:
+            s = keys[t] & mask
+            while new_keys[s] != EMPTY:
+                s = (s + np.uint64(1)) & mask
+            new_keys[s] = keys[t]
+            new_vals[s] = vals[t]
+    for t in range(len(extra)):
+        v = extra[t]
+        s = v & mask
+        while True:
+            if new_keys[s] == v:
+                break
+            if new_keys[s] == EMPTY:
+                new_keys[s] = v
+                new_vals[s] = -2
+                break
+            s = (s + np.uint64(1)) & mask
+
+
+#: Most runs and requests a round of :func:`runs` gathers before it resolves them.
+ROUND_ROWS = 1 << 16
+
+
+def runs(a: U8, b: U8, shared_a: U8, window: int) -> I64:
+    """Maximal runs of shared windows seeded from A's side: rows ``(a_start, b_start, n)``.
+
+    ``shared_a`` (from :func:`shared_windows`; consumed) marks A's windows
+    found in B. Each is covered by one run, seeded at the first position of
+    its value in B; a run covers ``n + window - 1`` bytes from each start and
+    is maximal on its diagonal. Rounds: a walk over A asks for the values it
+    has no seed for (one per stretch of shared windows), a pass over B
+    resolves them, and the next walk goes on. Memory: a table of the values
+    asked for. Cost: a pass over B per round (one or two usually: a new
+    seed is needed only where a run ends inside a stretch of shared windows).
+    """
+    base = np.uint64(BASE)
+    keys = np.empty(0, dtype=np.uint64)
+    vals = np.empty(0, dtype=np.int64)
+    held = 0
+    found: list[I64] = []
+    ma = max(0, len(a) - window + 1)
+    requests = np.empty(ROUND_ROWS, dtype=np.uint64)
+    while True:
+        i, asked = 0, []
+        while i < ma:
+            out = np.empty((ROUND_ROWS, 3), dtype=np.int64)
+            n, r, i = _walk(a, b, shared_a, window, base, keys, vals, i, out, requests)
+            found.append(out[:n].copy())
+            if r:
+                asked.append(requests[:r].copy())
+        if not asked:
+            break
+        extra = np.unique(np.concatenate(asked))
+        held += len(extra)
+        cap = 1 << max(4, (2 * held).bit_length())
+        new_keys = np.full(cap, EMPTY, dtype=np.uint64)
+        new_vals = np.full(cap, -2, dtype=np.int64)
+        _rehash(keys, vals, new_keys, new_vals, extra)
+        keys, vals = new_keys, new_vals
+        _resolve(b, window, base, keys, vals)
+        vals[vals == -2] = -1  # not in B after all (a changed file): never asked again
+    return np.concatenate(found) if found else np.empty((0, 3), dtype=np.int64)
