@@ -207,18 +207,20 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
 
     origin = _origin(path)
     options = ContentOptions(normalize=normalize)
-    chosen = None
+    chosen: tuple[Any, bytes | None, str, bool] | None = None
     seen = 0
-    for entry in entries(origin, options=options, on_warning=on_warning):
+    held: list[ScanWarning] = []
+    for e in entries(origin, options=options, on_warning=held.append):
         seen += 1
-        if entry.path == path:
-            view = str(entry.view)
-            mapped = entry.view.name in MAPPED_VIEWS
-            if entry.file is not None:
-                chosen = (entry, None, view, mapped)
-            else:
-                chosen = (entry, entry.read(), view, mapped)
+        if e.path == path:
+            view = str(e.view)
+            mapped = e.view.name in MAPPED_VIEWS
+            chosen = (e, None if e.file is not None else e.read(), view, mapped)
             break
+    if seen == 0 and held:  # the file itself could not be read: that is the error
+        raise InputError(str(held[0]))
+    for w in held:
+        on_warning(w)
     if chosen is None:
         if origin == path and seen:
             # An archive named as a whole: its bytes, raw (name a member with a.zip!/x).
@@ -227,8 +229,9 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
             raise ConfigError(f"{path}: no such member in {origin}")
         else:
             raise InputError(f"{path}: cannot be read")
+    assert chosen is not None
     entry, data, view, mapped = chosen
-    if data is not None:
+    if data is not None and entry is not None:
         arr = np.frombuffer(data, dtype=np.uint8)
         yield _Content(path, entry.kind, view, mapped, arr)
         return

@@ -16,6 +16,7 @@ HTML page is :mod:`sif.html.explain`. No click, no rich: plain strings.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import IO, Any
@@ -140,7 +141,7 @@ def _pieces(
         return ((_decode(data[ls:le]), 0),)
     cuts = sorted({ls, le, *(s for s, _, _ in over), *(e for _, e, _ in over)})
     out: list[Piece] = []
-    for x, y in zip(cuts, cuts[1:], strict=False):
+    for x, y in itertools.pairwise(cuts):
         if y <= x:
             continue
         pid = min((p for s, e, p in over if s <= x and e >= y), default=0)

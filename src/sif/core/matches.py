@@ -115,7 +115,7 @@ def _collect(
     out_v: U64,
     out_p: I64,
 ) -> None:  # pragma: no cover (compiled)
-    """Windows whose bucket is in ``[lo, hi)``, scattered by bucket (``fill``: next slot of each)."""
+    """Windows whose bucket is in ``[lo, hi)``, scattered by bucket (``fill``: next slots)."""
     m = len(data) - window + 1
     if m <= 0:
         return
