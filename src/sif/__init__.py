@@ -52,9 +52,10 @@ _EXPORTS = {
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
     "fingerprint_file": "sif.fingerprint",
-    "explain": "sif.explain",
-    "Explanation": "sif.explain",
-    "Passage": "sif.explain",
+    "explain": "sif.passages",
+    "Explanation": "sif.passages",
+    "Passage": "sif.passages",
+    "ExplainedFile": "sif.passages",
     "FingerprintParams": "sif.fingerprint",
     "AnchorSet": "sif.fingerprint",
     "make_params": "sif.fingerprint",
@@ -66,6 +67,7 @@ __all__ = [
     "ConfigError",
     "ContentOptions",
     "DupesStats",
+    "ExplainedFile",
     "Explanation",
     "FileRecord",
     "FingerprintParams",
@@ -127,9 +129,9 @@ if TYPE_CHECKING:
     )
     from sif.events import Progress, ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
-    from sif.explain import Explanation, Passage, explain
     from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
     from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
+    from sif.passages import ExplainedFile, Explanation, Passage, explain
     from sif.query import Match, QueryResult, query_files
     from sif.records import FileRecord, RecordColumns
     from sif.similar import (

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from sif.explain import Explanation, Side, newline_positions
+from sif.passages import ExplainedFile, Explanation, newline_positions
 
 #: Lines of context shown around each passage (``--context``).
 DEFAULT_CONTEXT = 3
@@ -65,7 +65,7 @@ def pane(
 ) -> list[Row]:
     """The display rows of file ``side`` (``"a"`` or ``"b"``) of ``expl`` (kept content)."""
     data = expl.content[0 if side == "a" else 1]
-    info: Side = expl.a if side == "a" else expl.b
+    info: ExplainedFile = expl.a if side == "a" else expl.b
     starts, ends, ids = _intervals(expl, side)
     if info.kind != "text":
         return _binary_pane(data, starts, ends, ids, max_rows)

@@ -90,7 +90,7 @@ def explain(
     Exit status: 0 done, 1 done with warnings, 2 usage error (a missing
     file, a directory, a FIFO, files of different kinds), 3 fatal error.
     """
-    from sif.explain import explain as run_explain
+    from sif.passages import explain as run_explain
 
     if output is not None:
         check_output_file(output)
@@ -120,8 +120,8 @@ def explain(
 
 
 def _write(expl: object, fmt: str, context: int, color: str, output: str | None) -> None:
-    from sif.explain import Explanation
     from sif.explainview import write_json, write_text
+    from sif.passages import Explanation
 
     assert isinstance(expl, Explanation)
     if fmt == "html":

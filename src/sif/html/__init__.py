@@ -85,8 +85,8 @@ def write_page(text: str, path: str | None) -> None:
 
 
 def explainer(normalize: str | None) -> Any:
-    """The report's way to explain a pair: :func:`sif.explain.explain`, content kept."""
-    from sif.explain import explain
+    """The report's way to explain a pair: :func:`sif.passages.explain`, content kept."""
+    from sif.passages import explain
 
     mode = normalize or "auto"
     return lambda a, b: explain(a, b, normalize=mode, keep_content=True)

@@ -10,9 +10,9 @@ panes are plain, coloured, preformatted text.
 
 from __future__ import annotations
 
-from sif.explain import Explanation
 from sif.explainview import DEFAULT_CONTEXT, MAX_ROWS, PASSAGE_LINES, Row, pane, summary_lines
 from sif.html import esc, page
+from sif.passages import Explanation
 
 #: Passages listed as buttons at most (all are coloured in the panes).
 MAX_BUTTONS = 500

@@ -88,7 +88,7 @@ class Passage:
 
 
 @dataclass(frozen=True)
-class Side:
+class ExplainedFile:
     """One file of the pair: its path, kind, view, content size, distinct windows,
     bytes covered by passages, gaps (``[start, end)`` ranges in no passage)."""
 
@@ -128,8 +128,8 @@ class Side:
 class Explanation:
     """The passages two files share and the summary (see the module's text)."""
 
-    a: Side
-    b: Side
+    a: ExplainedFile
+    b: ExplainedFile
     window: int
     passages: tuple[Passage, ...]
     shared_windows: int
@@ -374,10 +374,10 @@ def explain(
         cov_a, gaps_a = _union(rows[:, 0], rows[:, 0] + rows[:, 2], len(ca.data))
         cov_b, gaps_b = _union(rows[:, 1], rows[:, 1] + rows[:, 2], len(cb.data))
         content = (ca.data, cb.data) if keep_content else (b"", b"")
-        side_a = Side(
+        side_a = ExplainedFile(
             pa, ca.kind, ca.view, ca.mapped, len(ca.data), na, cov_a, tuple(gaps_a), n_lines_a
         )
-        side_b = Side(
+        side_b = ExplainedFile(
             pb, cb.kind, cb.view, cb.mapped, len(cb.data), nb, cov_b, tuple(gaps_b), n_lines_b
         )
     return Explanation(
