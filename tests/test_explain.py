@@ -161,3 +161,23 @@ def test_bad_inputs_are_config_errors_before_anything_is_read(tmp_path: Path) ->
     for name, cause in cases.items():
         with pytest.raises(ConfigError, match=cause):
             sif.explain(tmp_path / "t.txt", tmp_path / name)
+
+
+def test_large_inputs_take_the_two_pass_gathering_and_agree_with_small_groups() -> None:
+    # 2 x 600 KB: 2^8 buckets, gathered by coarse region then refined; a 64 KB budget
+    # takes them a few buckets at a time, in one pass each.
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, 600_000, dtype=np.uint8)
+    b = np.concatenate((a[400_000:], rng.integers(0, 256, 1_000, dtype=np.uint8), a[:400_000]))
+    b[123_456] ^= 1
+    big = explain_arrays(a, b, W)
+    small = explain_arrays(a, b, W, budget=64 << 10)
+    assert np.array_equal(big[0], small[0]) and big[1:] == small[1:]
+    sa, sb = window_set(a, W), window_set(b, W)
+    assert big[1:] == (len(sa), len(sb), len(np.intersect1d(sa, sb)))
+    # A's first 400 KB moved after the rest, one byte changed in the moved-up part.
+    assert big[0].tolist() == [
+        [0, 201_000, 400_000],
+        [400_000, 0, 123_456],
+        [523_457, 123_457, 76_543],
+    ]

@@ -303,8 +303,18 @@ def explain_arrays(
     bits_a, bits_b, na, nb, common = shared_windows(a, b, window, budget or DEFAULT_BUDGET)
     if common == 0:
         return np.empty((0, 3), dtype=np.int64), na, nb, 0
-    from_a = runs(a, b, bits_a, window)
-    from_b = runs(b, a, bits_b, window)[:, [1, 0, 2]]
+    from sif.core.matches import THREADS_FROM
+
+    if len(a) + len(b) >= THREADS_FROM:  # the kernels release the GIL: one side a thread
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            later = pool.submit(runs, b, a, bits_b, window)
+            from_a = runs(a, b, bits_a, window)
+            from_b = later.result()[:, [1, 0, 2]]
+    else:
+        from_a = runs(a, b, bits_a, window)
+        from_b = runs(b, a, bits_b, window)[:, [1, 0, 2]]
     both = np.concatenate((from_a, from_b))
     both = np.unique(both, axis=0)  # sorted by a_start, b_start
     both[:, 2] += window - 1  # windows -> bytes

@@ -24,6 +24,8 @@ Pure: arrays in, arrays out, no I/O.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -111,11 +113,13 @@ def _collect(
     bits: int,
     lo: int,
     hi: int,
+    coarse_shift: int,
     fill: I64,
     out_v: U64,
     out_p: I64,
 ) -> None:  # pragma: no cover (compiled)
-    """Windows whose bucket is in ``[lo, hi)``, scattered by bucket (``fill``: next slots)."""
+    """Windows whose bucket is in ``[lo, hi)``, scattered by coarse region of
+    ``2^coarse_shift`` buckets (``fill``: next slot of each): few streams, in cache."""
     m = len(data) - window + 1
     if m <= 0:
         return
@@ -132,10 +136,37 @@ def _collect(
         v = _mix(h)
         bucket = np.int64(v >> sh) if bits > 0 else 0
         if lo <= bucket < hi:
-            k = fill[bucket - lo]
+            c = (bucket - lo) >> coarse_shift
+            k = fill[c]
             out_v[k] = v
             out_p[k] = i
-            fill[bucket - lo] = k + 1
+            fill[c] = k + 1
+
+
+@njit(cache=True, nogil=True)
+def _refine(
+    v: U64, p: I64, start: I64, bits: int, lo: int, coarse_shift: int, sv: U64, sp: I64
+) -> None:  # pragma: no cover (compiled)
+    """Within each coarse region (``2^coarse_shift`` buckets), the windows ordered by bucket:
+    a scatter into the cache-sized scratch ``sv``/``sp``, copied back."""
+    sh = np.uint64(64 - bits)
+    n_buckets = len(start) - 1
+    per = 1 << coarse_shift
+    fill = np.empty(per, dtype=np.int64)
+    for c0 in range(0, n_buckets, per):
+        c1 = min(n_buckets, c0 + per)
+        r0, r1 = start[c0], start[c1]
+        for k in range(c0, c1):
+            fill[k - c0] = start[k] - r0
+        for t in range(r0, r1):
+            k = np.int64(v[t] >> sh) - lo - c0
+            d = fill[k]
+            sv[d] = v[t]
+            sp[d] = p[t]
+            fill[k] = d + 1
+        for t in range(r1 - r0):
+            v[r0 + t] = sv[t]
+            p[r0 + t] = sp[t]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -151,70 +182,109 @@ def _table_put(keys: U64, mask: np.uint64, v: np.uint64) -> bool:  # pragma: no 
         s = (s + np.uint64(1)) & mask
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _table_has(keys: U64, mask: np.uint64, v: np.uint64) -> bool:  # pragma: no cover
-    s = v & mask
-    while True:
-        k = keys[s]
-        if k == v:
-            return True
-        if k == EMPTY:
-            return False
-        s = (s + np.uint64(1)) & mask
-
-
 @njit(cache=True, nogil=True)
 def _join(
-    va: U64, pa: I64, start_a: I64, vb: U64, pb: I64, start_b: I64, bits_a: U8, bits_b: U8
-) -> tuple[int, int, int]:  # pragma: no cover (compiled)
-    """Per bucket (slices ``start[k]:start[k+1]``): distinct values of each side, the
-    common ones, and the shared windows marked in the bitmaps. Tables fit in cache."""
+    vp: U64, pp: I64, start_p: I64, vt: U64, start_t: I64, bits_p: U8
+) -> tuple[int, int]:  # pragma: no cover (compiled)
+    """Per bucket (slices ``start[k]:start[k+1]``): a table of the values of side T (it
+    fits in cache), probed by every window of side P, whose bit is set when found.
+    Returns (distinct values of T, distinct values found: |S(P) ∩ S(T)|). Writes only
+    ``bits_p``: the two sides run in two threads."""
     most = 1
-    for k in range(len(start_a) - 1):
-        most = max(most, start_a[k + 1] - start_a[k], start_b[k + 1] - start_b[k])
+    for k in range(len(start_t) - 1):
+        most = max(most, start_t[k + 1] - start_t[k])
     cap = 16
     while cap < 2 * most:
         cap *= 2
-    ta = np.empty(cap, dtype=np.uint64)
-    tb = np.empty(cap, dtype=np.uint64)
-    na = nb = common = 0
-    for k in range(len(start_a) - 1):
-        a0, a1 = start_a[k], start_a[k + 1]
-        b0, b1 = start_b[k], start_b[k + 1]
-        if a1 == a0 and b1 == b0:
+    table = np.empty(cap, dtype=np.uint64)
+    hit = np.empty(cap, dtype=np.uint8)
+    n_t = common = 0
+    for k in range(len(start_t) - 1):
+        t0, t1 = start_t[k], start_t[k + 1]
+        p0, p1 = start_p[k], start_p[k + 1]
+        if t1 == t0:
             continue
         c = 16
-        while c < 2 * max(a1 - a0, b1 - b0):
+        while c < 2 * (t1 - t0):
             c *= 2
         mask = np.uint64(c - 1)
-        ta[:c] = EMPTY
-        tb[:c] = EMPTY
-        for t in range(a0, a1):
-            if _table_put(ta, mask, va[t]):
-                na += 1
-        for t in range(b0, b1):
-            if _table_put(tb, mask, vb[t]):
-                nb += 1
-        if a1 == a0 or b1 == b0:
-            continue
-        for t in range(c):
-            if ta[t] != EMPTY and _table_has(tb, mask, ta[t]):
-                common += 1
-        for t in range(a0, a1):
-            if _table_has(tb, mask, va[t]):
-                bits_a[pa[t] >> 3] |= np.uint8(1 << (pa[t] & 7))
-        for t in range(b0, b1):
-            if _table_has(ta, mask, vb[t]):
-                bits_b[pb[t] >> 3] |= np.uint8(1 << (pb[t] & 7))
-    return na, nb, common
+        table[:c] = EMPTY
+        hit[:c] = 0
+        for t in range(t0, t1):
+            if _table_put(table, mask, vt[t]):
+                n_t += 1
+        for t in range(p0, p1):
+            v = vp[t]
+            s = v & mask
+            while True:
+                key = table[s]
+                if key == v:
+                    q = pp[t]
+                    bits_p[q >> 3] |= np.uint8(1 << (q & 7))
+                    if hit[s] == 0:
+                        hit[s] = 1
+                        common += 1
+                    break
+                if key == EMPTY:
+                    break
+                s = (s + np.uint64(1)) & mask
+    return n_t, common
 
 
 #: Windows per bucket aimed at by :func:`shared_windows`: a bucket's tables fit in cache.
 BUCKET_WINDOWS = 4096
-#: Bytes of a collected window (its value and position).
-ENTRY_BYTES = 16
+#: Bytes of a collected window: its value, and its position (4 bytes under 2^31 windows).
+ENTRY_BYTES = 12
 #: Default bytes of collected windows held at once by :func:`shared_windows`.
 DEFAULT_BUDGET = 1 << 30
+
+
+#: Coarse regions a collecting pass writes to (then each is ordered by bucket in cache).
+COARSE_BITS = 6
+
+
+def _gather(
+    data: U8,
+    window: int,
+    bits: int,
+    lo: int,
+    hi: int,
+    shift: int,
+    fill: I64,
+    start: I64,
+    v: U64,
+    p: I64,
+) -> None:
+    """The windows of buckets ``[lo, hi)`` into ``v``/``p``, ordered by bucket (two passes
+    of few output streams each, rather than one of thousands)."""
+    _collect(data, window, np.uint64(BASE), bits, lo, hi, shift, fill, v, p)
+    if shift:
+        regions = start[:: 1 << shift]
+        most = int(np.max(np.diff(np.append(regions, start[-1])))) if len(regions) else 0
+        _refine(v, p, start, bits, lo, shift, np.empty(most, v.dtype), np.empty(most, p.dtype))
+
+
+#: Inputs of at least this many bytes in all are hashed in two threads (one a file).
+THREADS_FROM = 4 << 20
+
+
+class _Both:
+    """Two calls of compiled kernels (they release the GIL), in two threads when large."""
+
+    def __init__(self, size: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(1) if size >= THREADS_FROM else None
+
+    def __call__(self, f: Any, g: Any) -> tuple[Any, Any]:
+        if self.pool is None:
+            return f(), g()
+        later = self.pool.submit(g)
+        return f(), later.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
 
 
 def shared_windows(
@@ -237,9 +307,12 @@ def shared_windows(
     bits_a = np.zeros((ma + 7) // 8, dtype=np.uint8)
     bits_b = np.zeros((mb + 7) // 8, dtype=np.uint8)
     bits = max(0, min(24, ((ma + mb) // BUCKET_WINDOWS).bit_length()))
-    counts_a = _count_buckets(a, window, base, bits)
-    counts_b = _count_buckets(b, window, base, bits)
-    per_group = max(1, budget // ENTRY_BYTES)
+    both = _Both(len(a) + len(b))
+    counts_a, counts_b = both(
+        lambda: _count_buckets(a, window, base, bits), lambda: _count_buckets(b, window, base, bits)
+    )
+    pos_type = np.int32 if max(ma, mb) < (1 << 31) else np.int64
+    per_group = max(1, budget // (8 + np.dtype(pos_type).itemsize))
     totals = counts_a + counts_b
     na = nb = common = 0
     lo = 0
@@ -253,15 +326,24 @@ def shared_windows(
         start_a = np.concatenate(([0], np.cumsum(ca))).astype(np.int64)
         start_b = np.concatenate(([0], np.cumsum(cb))).astype(np.int64)
         va = np.empty(int(start_a[-1]), dtype=np.uint64)
-        pa = np.empty(len(va), dtype=np.int64)
+        pa = np.empty(len(va), dtype=pos_type)
         vb = np.empty(int(start_b[-1]), dtype=np.uint64)
-        pb = np.empty(len(vb), dtype=np.int64)
-        _collect(a, window, base, bits, lo, hi, start_a[:-1].copy(), va, pa)
-        _collect(b, window, base, bits, lo, hi, start_b[:-1].copy(), vb, pb)
-        x, y, z = _join(va, pa, start_a, vb, pb, start_b, bits_a, bits_b)
+        pb = np.empty(len(vb), dtype=pos_type)
+        shift = max(0, (hi - lo - 1).bit_length() - COARSE_BITS)
+        fill_a = start_a[: -1 : 1 << shift].copy()
+        fill_b = start_b[: -1 : 1 << shift].copy()
+        both(
+            lambda: _gather(a, window, bits, lo, hi, shift, fill_a, start_a, va, pa),  # noqa: B023
+            lambda: _gather(b, window, bits, lo, hi, shift, fill_b, start_b, vb, pb),  # noqa: B023
+        )
+        (y, z), (x, _) = both(
+            lambda: _join(va, pa, start_a, vb, start_b, bits_a),  # noqa: B023
+            lambda: _join(vb, pb, start_b, va, start_a, bits_b),  # noqa: B023
+        )
         na, nb, common = na + x, nb + y, common + z
         del va, pa, vb, pb
         lo = hi
+    both.close()
     return bits_a, bits_b, na, nb, common
 
 
