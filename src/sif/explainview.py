@@ -34,7 +34,7 @@ MAX_ROWS = 4000
 #: Bytes of a binary passage shown in hex.
 HEX_BYTES = 32
 
-Piece = tuple[str, int]  # text, passage id (0: not shared)
+Piece = tuple[str, int, tuple[int, ...]]  # text, its colour passage (0: none), all covering it
 
 
 @dataclass(frozen=True)
@@ -138,19 +138,19 @@ def _pieces(
             over.append((max(int(starts[t]), ls), min(int(ends[t]), le), int(ids[t])))
         t -= 1
     if not over:
-        return ((_decode(data[ls:le]), 0),)
+        return ((_decode(data[ls:le]), 0, ()),)
     cuts = sorted({ls, le, *(s for s, _, _ in over), *(e for _, e, _ in over)})
     out: list[Piece] = []
     for x, y in itertools.pairwise(cuts):
         if y <= x:
             continue
-        pid = min((p for s, e, p in over if s <= x and e >= y), default=0)
+        every = tuple(sorted({p for s, e, p in over if s <= x and e >= y}))
         text = _decode(data[x:y])
-        if out and out[-1][1] == pid:
-            out[-1] = (out[-1][0] + text, pid)
+        if out and out[-1][2] == every:
+            out[-1] = (out[-1][0] + text, out[-1][1], every)
         else:
-            out.append((text, pid))
-    return tuple(out) or (("", 0),)
+            out.append((text, every[0] if every else 0, every))
+    return tuple(out) or (("", 0, ()),)
 
 
 def _decode(chunk: Any) -> str:
@@ -173,7 +173,7 @@ def _binary_pane(data: Any, starts: Any, ends: Any, ids: Any, max_rows: int) -> 
             rows.append(Row(0, skipped=s - prev, note="bytes"))
         excerpt = bytes(data[s : min(e, s + HEX_BYTES)]).hex(" ")
         more = "…" if e - s > HEX_BYTES else ""
-        rows.append(Row(s + 1, ((f"@{s:#x} +{e - s}: {excerpt}{more}", p),)))
+        rows.append(Row(s + 1, ((f"@{s:#x} +{e - s}: {excerpt}{more}", p, (p,)),)))
         prev = max(prev, e)
     if len(data) > prev:
         rows.append(Row(0, skipped=len(data) - prev, note="bytes"))
@@ -225,11 +225,11 @@ def _cell(row: Row | None, width: int, colour: bool) -> str:
         text = f"  ··· {row.skipped:,} {row.note} ···"
         text = text[:width].ljust(width)
         return f"\x1b[2m{text}\x1b[0m" if colour else text
-    pid = next((p for _, p in row.pieces if p), 0)
+    pid = next((p for _, p, _ in row.pieces if p), 0)
     gutter = f"{row.line:>6} " + (f"{pid:>3} " if pid and not colour else "    ")
     room = width - len(gutter)
     out, used = [], 0
-    for text, p in row.pieces:
+    for text, p, _ in row.pieces:
         piece = text[: max(0, room - used)]
         used += len(piece)
         if colour and p:

@@ -33,6 +33,8 @@ from sif.core.jitcache import njit
 from sif.core.rolling import BASE, FMIX_C1, FMIX_C2, U8, U64
 
 I64 = npt.NDArray[np.int64]
+#: Positions: 4 bytes when the inputs have fewer than 2^31 windows, else 8.
+Pos = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 
 #: The value :func:`sif.core.rolling.mix64` never yields: an empty table slot.
 EMPTY = np.uint64((1 << 64) - 1)
@@ -159,11 +161,11 @@ def _refine(
         for k in range(c0, c1):
             fill[k - c0] = start[k] - r0
         for t in range(r0, r1):
-            k = np.int64(v[t] >> sh) - lo - c0
-            d = fill[k]
+            f = np.int64(v[t] >> sh) - lo - c0
+            d = fill[f]
             sv[d] = v[t]
             sp[d] = p[t]
-            fill[k] = d + 1
+            fill[f] = d + 1
         for t in range(r1 - r0):
             v[r0 + t] = sv[t]
             p[r0 + t] = sp[t]
@@ -253,7 +255,7 @@ def _gather(
     fill: I64,
     start: I64,
     v: U64,
-    p: I64,
+    p: Pos,
 ) -> None:
     """The windows of buckets ``[lo, hi)`` into ``v``/``p``, ordered by bucket (two passes
     of few output streams each, rather than one of thousands)."""
@@ -311,7 +313,7 @@ def shared_windows(
     counts_a, counts_b = both(
         lambda: _count_buckets(a, window, base, bits), lambda: _count_buckets(b, window, base, bits)
     )
-    pos_type = np.int32 if max(ma, mb) < (1 << 31) else np.int64
+    pos_type: type[np.signedinteger[Any]] = np.int32 if max(ma, mb) < (1 << 31) else np.int64
     per_group = max(1, budget // (8 + np.dtype(pos_type).itemsize))
     totals = counts_a + counts_b
     na = nb = common = 0
@@ -326,9 +328,9 @@ def shared_windows(
         start_a = np.concatenate(([0], np.cumsum(ca))).astype(np.int64)
         start_b = np.concatenate(([0], np.cumsum(cb))).astype(np.int64)
         va = np.empty(int(start_a[-1]), dtype=np.uint64)
-        pa = np.empty(len(va), dtype=pos_type)
+        pa: Pos = np.empty(len(va), dtype=pos_type)
         vb = np.empty(int(start_b[-1]), dtype=np.uint64)
-        pb = np.empty(len(vb), dtype=pos_type)
+        pb: Pos = np.empty(len(vb), dtype=pos_type)
         shift = max(0, (hi - lo - 1).bit_length() - COARSE_BITS)
         fill_a = start_a[: -1 : 1 << shift].copy()
         fill_b = start_b[: -1 : 1 << shift].copy()

@@ -27,10 +27,11 @@ def _row_html(row: Row) -> str:
     if row.line == 0:
         return f'<span class="gap">  ··· {row.skipped:,} {esc(row.note)} ···</span>\n'
     parts = []
-    for text, pid in row.pieces:
+    for text, pid, every in row.pieces:
         if pid:
             style = f"background:{colour(pid)}"
-            parts.append(f'<span class="p" data-p="{pid}" style="{style}">{esc(text)}</span>')
+            ids = " ".join(map(str, every))
+            parts.append(f'<span class="p" data-p="{ids}" style="{style}">{esc(text)}</span>')
         else:
             parts.append(esc(text))
     return f'<span class="ln">{row.line:>6}</span> {"".join(parts)}\n'

@@ -4,10 +4,10 @@
   function show(pair, pid) {
     pair.querySelectorAll(".hit").forEach(function (el) { el.classList.remove("hit"); });
     pair.querySelectorAll(".pane pre").forEach(function (pre) {
-      var el = pre.querySelector('.p[data-p="' + pid + '"]');
+      var el = pre.querySelector('.p[data-p~="' + pid + '"]');
       if (el) {
         pre.scrollTop = Math.max(0, el.offsetTop - pre.offsetTop - 40);
-        pre.querySelectorAll('.p[data-p="' + pid + '"]').forEach(function (x) { x.classList.add("hit"); });
+        pre.querySelectorAll('.p[data-p~="' + pid + '"]').forEach(function (x) { x.classList.add("hit"); });
       }
     });
     var btn = pair.querySelector('.pbtn[data-p="' + pid + '"]');
@@ -17,7 +17,7 @@
     var target = ev.target.closest ? ev.target.closest("[data-p]") : null;
     if (!target) { return; }
     var pair = target.closest(".pair");
-    if (pair) { show(pair, target.getAttribute("data-p")); }
+    if (pair) { show(pair, target.getAttribute("data-p").split(" ")[0]); }
   });
   window.sifShowPassage = show;
 })();
