@@ -8,8 +8,9 @@ unrelated text, A's 50-80%, then A's 30-50% (moved), then A's 10-20% again
 (a repeat), with one byte changed every 64 KiB. Each tool runs as its own
 process, measured by GNU time (wall seconds, peak RSS): `sif explain
 --format json` (every passage), `diff` (GNU diffutils, its normal output),
-and copydetect's HTML report on the same pair (only up to --copydetect-max
-MB: it is pure Python). The load (`uptime`) is printed with the figures.
+and copydetect's HTML report on the same pair (`-f`: its token filter
+leaves nothing of plain text; only up to --copydetect-max MB: it is pure
+Python). The load (`uptime`) is printed with the figures.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,15 +73,18 @@ def make_pair(size: int, work: Path) -> tuple[Path, Path]:
 def measure(cmd: list[str], timeout: float, cwd: Path | None = None) -> tuple[str, str]:
     """(wall seconds, peak RSS in MB) of ``cmd`` under GNU time, or ("timeout", "-")."""
     log = Path(tempfile.mktemp(prefix="time-"))
+    proc = subprocess.Popen(
+        ["/usr/bin/time", "-f", "%e %M", "-o", str(log), *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+        start_new_session=True,  # a timeout ends the tool too, not only GNU time
+    )
     try:
-        subprocess.run(
-            ["/usr/bin/time", "-f", "%e %M", "-o", str(log), *cmd],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=timeout,
-            cwd=cwd,
-        )
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         return "timeout", "-"
     wall, rss = log.read_text().split()[-2:]
     log.unlink()
@@ -150,6 +155,9 @@ def main() -> None:
                 "-e",
                 "txt",
                 "-a",
+                "-f",  # no tokenising: on text, its filter leaves nothing to compare
+                "-d",
+                "0",
                 "-O",
                 str(work / f"cd{mb}" / "report.html"),
             ]

@@ -97,3 +97,18 @@ def test_bad_inputs_are_one_line_and_status_2(tmp_path: Path) -> None:
         assert out.stderr.count("\n") == 1 and cause in out.stderr, out.stderr
         assert str(tmp_path / name) in out.stderr and "Traceback" not in out.stderr
         assert out.stdout == ""
+
+
+def test_binary_passages_show_as_offsets_and_hex(tmp_path: Path) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    core = rng.integers(0, 256, 3_000, dtype=np.uint8).tobytes()
+    (tmp_path / "x.bin").write_bytes(b"\0\1" + rng.bytes(700) + core)
+    (tmp_path / "y.bin").write_bytes(core + b"\0\xff" + rng.bytes(300))
+    out = sif("explain", tmp_path / "x.bin", tmp_path / "y.bin")
+    assert out.returncode == 0, out.stderr
+    assert "(binary, raw view, 3,702 bytes)" in out.stdout
+    assert f"@0x2be +3000: {core[:8].hex(' ')}" in out.stdout  # A's side: 2 + 700 bytes in
+    assert f"@0x0 +3000: {core[:8].hex(' ')}" in out.stdout
+    assert "··· 702 bytes ···" in out.stdout

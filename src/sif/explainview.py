@@ -46,6 +46,7 @@ class Row:
     pieces: tuple[Piece, ...] = ()
     skipped: int = 0
     note: str = ""
+    binary: bool = False  # a passage of a binary file: no line number
 
 
 def _intervals(expl: Explanation, side: str) -> tuple[Any, Any, Any]:
@@ -173,7 +174,7 @@ def _binary_pane(data: Any, starts: Any, ends: Any, ids: Any, max_rows: int) -> 
             rows.append(Row(0, skipped=s - prev, note="bytes"))
         excerpt = bytes(data[s : min(e, s + HEX_BYTES)]).hex(" ")
         more = "…" if e - s > HEX_BYTES else ""
-        rows.append(Row(s + 1, ((f"@{s:#x} +{e - s}: {excerpt}{more}", p, (p,)),)))
+        rows.append(Row(s + 1, ((f"@{s:#x} +{e - s}: {excerpt}{more}", p, (p,)),), binary=True))
         prev = max(prev, e)
     if len(data) > prev:
         rows.append(Row(0, skipped=len(data) - prev, note="bytes"))
@@ -201,6 +202,8 @@ def summary_lines(expl: Explanation) -> list[str]:
         f"gaps: A {len(a.gaps):,} ({a.size - a.covered:,} bytes), "
         f"B {len(b.gaps):,} ({b.size - b.covered:,} bytes)",
     ]
+    if min(a.size, b.size) < expl.window:
+        lines.append(f"note: a file under {expl.window} bytes has no window to share")
     if longest is not None:
         lines.append(f"longest: passage {longest.id}, {longest.length:,} bytes{_where(longest)}")
     for side in (a, b):
@@ -226,7 +229,8 @@ def _cell(row: Row | None, width: int, colour: bool) -> str:
         text = text[:width].ljust(width)
         return f"\x1b[2m{text}\x1b[0m" if colour else text
     pid = next((p for _, p, _ in row.pieces if p), 0)
-    gutter = f"{row.line:>6} " + (f"{pid:>3} " if pid and not colour else "    ")
+    number = " " * 6 if row.binary else f"{row.line:>6}"
+    gutter = f"{number} " + (f"{pid:>3} " if pid and not colour else "    ")
     room = width - len(gutter)
     out, used = [], 0
     for text, p, _ in row.pieces:

@@ -349,7 +349,8 @@ def explain(
         warnings.append(w)
         on_warning(w)
 
-    _origin(pa), _origin(pb)  # both checked before either is read
+    _origin(pa)  # both checked before either is read
+    _origin(pb)
     with _opened(pa, normalize, warn) as ca, _opened(pb, normalize, warn) as cb:
         if ca.kind != cb.kind:
             raise ConfigError(

@@ -17,6 +17,7 @@ from sif.cli.common import (
     check_output_file,
     format_option,
     quiet_option,
+    size_option_value,
 )
 from sif.errors import ConfigError, SifError
 
@@ -50,6 +51,14 @@ from sif.errors import ConfigError, SifError
     help="Bytes per window (the exact score's 50).",
 )
 @click.option(
+    "--memory",
+    default="1G",
+    show_default=True,
+    callback=size_option_value,
+    help="Memory for the tables of windows (a larger pair takes more passes; 16 bytes "
+    "a window would do it in one).",
+)
+@click.option(
     "--color",
     type=click.Choice(["auto", "always", "never"]),
     default="auto",
@@ -71,6 +80,7 @@ def explain(
     normalize: str,
     raw: bool,
     window: int,
+    memory: int,
     color: str,
     output: str | None,
     quiet: bool,
@@ -101,6 +111,7 @@ def explain(
             file_b,
             normalize="raw" if raw else normalize,
             window=window,
+            budget=max(1 << 20, memory),
             on_warning=warnings,
             keep_content=fmt != "json",
         )

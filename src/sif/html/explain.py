@@ -34,7 +34,8 @@ def _row_html(row: Row) -> str:
             parts.append(f'<span class="p" data-p="{ids}" style="{style}">{esc(text)}</span>')
         else:
             parts.append(esc(text))
-    return f'<span class="ln">{row.line:>6}</span> {"".join(parts)}\n'
+    number = "" if row.binary else f"{row.line:>6}"
+    return f'<span class="ln">{number:>6}</span> {"".join(parts)}\n'
 
 
 def pair_fragment(

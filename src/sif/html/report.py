@@ -65,10 +65,9 @@ def pairs_of_similar(result: Any) -> list[ReportPair]:
     out = []
     for p in result.pairs:
         ea, eb = getattr(p, "exact_a_in_b", None), getattr(p, "exact_b_in_a", None)
-        known = ea is not None and eb is not None
+        known = ea is not None and eb is not None  # the score is then the exact one
         a_in_b = float(ea) if ea is not None and eb is not None else float(p.a_in_b)
         b_in_a = float(eb) if ea is not None and eb is not None else float(p.b_in_a)
-        flag = getattr(p, "score_exact", None)  # a later SimilarPair may say it outright
         out.append(
             ReportPair(
                 p.a.path,
@@ -79,7 +78,7 @@ def pairs_of_similar(result: Any) -> list[ReportPair]:
                 float(p.score),
                 a_in_b,
                 b_in_a,
-                bool(flag) if flag is not None else known,
+                known,
                 bool(p.identical),
             )
         )
@@ -368,20 +367,20 @@ def similar_report(
     on_error: Callable[[str], None] = lambda _m: None,
 ) -> str:
     """The report of a :class:`sif.similar.SimilarResult` under ``roots``."""
+    import dataclasses
+
     o, s = result.options, result.stats
+    options = ", ".join(
+        f"{f.name} {getattr(o, f.name)}" for f in dataclasses.fields(o) if f.name != "threshold"
+    )
     facts = [
         ("roots", " ".join(roots)),
         ("threshold", f"{o.threshold:g}%"),
-        (
-            "parameters",
-            f"max_df {o.max_df}, min_shared {o.min_shared}, exact {o.exact}"
-            + (f", size_ratio {o.size_ratio}" if o.size_ratio else "")
-            + (", same suffix" if o.same_suffix else ""),
-        ),
-        ("files", f"{s.files:,}"),
-        ("pairs sharing fingerprints", f"{s.pairs_collated:,}"),
+        ("parameters", options),
+        ("files", f"{getattr(s, 'files', 0):,}"),
+        ("pairs sharing fingerprints", f"{getattr(s, 'pairs_collated', 0):,}"),
         ("groups", f"{len(result.groups):,}"),
-        ("time", f"{s.seconds:.2f} s"),
+        ("time", f"{getattr(s, 'seconds', 0.0):.2f} s"),
         ("made", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
     ]
     return render_report(
