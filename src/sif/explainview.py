@@ -16,6 +16,7 @@ HTML page is :mod:`sif.html.explain`. No click, no rich: plain strings.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 from dataclasses import dataclass
@@ -102,7 +103,7 @@ def pane(
         keep[first] = True
         keep[last] = True
         shown &= ~(cut & ~keep)
-    reach = np.maximum.accumulate(ends) if len(ends) else ends
+    sweep = _Sweep(starts.tolist(), ends.tolist(), ids.tolist())
     rows: list[Row] = []
     k = 0
     while k < n_lines:
@@ -118,34 +119,47 @@ def pane(
             k = j
             continue
         ls, le = int(line_start[k]), int(line_end[k])
-        rows.append(Row(k + 1, _pieces(data, ls, le, starts, ends, ids, reach)))
+        rows.append(Row(k + 1, _pieces(data, ls, le, sweep.over(ls, le + 1))))
         k += 1
     return rows
 
 
-def _pieces(
-    data: Any, ls: int, le: int, starts: Any, ends: Any, ids: Any, reach: Any
-) -> tuple[Piece, ...]:
-    """The pieces of the line ``[ls, le)``, each with the passage covering it (lowest id)."""
-    j = (
-        int(np.searchsorted(starts, le, side="left"))
-        if le > ls
-        else int(np.searchsorted(starts, ls, side="right"))
-    )
-    over: list[tuple[int, int, int]] = []
-    t = j - 1
-    while t >= 0 and reach[t] > ls:
-        if ends[t] > ls:
-            over.append((max(int(starts[t]), ls), min(int(ends[t]), le), int(ids[t])))
-        t -= 1
+class _Sweep:
+    """The passages over each line, lines taken in order: a heap of the passages begun,
+    by end (each passage is pushed and popped once: no scan per line)."""
+
+    def __init__(self, starts: list[int], ends: list[int], ids: list[int]) -> None:
+        self.items = sorted(zip(starts, ends, ids, strict=True))
+        self.next = 0
+        self.active: list[tuple[int, int, int]] = []  # (end, start, id)
+
+    def over(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """(start, end, id) of the passages meeting ``[lo, hi)``; ``lo`` never decreases."""
+        items = self.items
+        while self.next < len(items) and items[self.next][0] < hi:
+            s, e, p = items[self.next]
+            heapq.heappush(self.active, (e, s, p))
+            self.next += 1
+        while self.active and self.active[0][0] <= lo:
+            heapq.heappop(self.active)
+        return [(s, e, p) for e, s, p in self.active]
+
+
+def _pieces(data: Any, ls: int, le: int, over: list[tuple[int, int, int]]) -> tuple[Piece, ...]:
+    """The pieces of the line ``[ls, le)`` (its newline at ``le``, if any, counts for the
+    passages over it), each with every passage covering it, coloured by the lowest."""
     if not over:
         return ((_decode(data[ls:le]), 0, ()),)
-    cuts = sorted({ls, le, *(s for s, _, _ in over), *(e for _, e, _ in over)})
+    if le == ls:  # an empty line inside a passage
+        every = tuple(sorted({p for _, _, p in over}))
+        return (("", every[0], every),)
+    spans = [(max(s, ls), min(e, le), p) for s, e, p in over if s < le]
+    cuts = sorted({ls, le, *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
     out: list[Piece] = []
     for x, y in itertools.pairwise(cuts):
         if y <= x:
             continue
-        every = tuple(sorted({p for s, e, p in over if s <= x and e >= y}))
+        every = tuple(sorted({p for s, e, p in spans if s <= x and e >= y}))
         text = _decode(data[x:y])
         if out and out[-1][2] == every:
             out[-1] = (out[-1][0] + text, out[-1][1], every)
