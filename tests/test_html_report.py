@@ -86,6 +86,23 @@ def test_the_report_is_one_page_that_fetches_nothing(report: tuple[Path, Path, P
     assert 'class="pane"' in page and "alone.txt" not in page
 
 
+def test_the_graph_caps_edges_per_node_and_says_how_many_it_left_out() -> None:
+    from sif.html.report import EDGES_PER_NODE, ReportPair, graph_data, render_report
+
+    hub = "/t/hub.txt"
+    pairs = [
+        ReportPair(f"/t/part{i:02}.txt", hub, 100, 5_000, "text", 90 - i, 0.9, 0.02, True, False)
+        for i in range(30)
+    ]
+    g = graph_data(pairs)
+    assert len(g["edges"]) == EDGES_PER_NODE and g["edges_left_out"] == 30 - EDGES_PER_NODE
+    assert all(e["t"] == hub for e in g["edges"])  # contained -> container
+    assert [e["score"] for e in g["edges"]] == [90 - i for i in range(EDGES_PER_NODE)]
+    page = " ".join(render_report("t", [], pairs).split())
+    assert f"{EDGES_PER_NODE} of 30 edges drawn (at most {EDGES_PER_NODE} a node" in page
+    assert f"{30 - EDGES_PER_NODE} left out of the graph, all in the table" in page
+
+
 def test_query_writes_the_same_report(report: tuple[Path, Path, Path], tmp_path: Path) -> None:
     root, idx, _ = report
     out = tmp_path / "q.html"
@@ -173,6 +190,37 @@ def test_the_report_works_in_chromium(
         "return window.sifReport.cy.edges().filter(e => e.style('display') !== 'none').length"
     )
     assert visible == strong
+    # The table filters (score range, path) and sorts, and says how many rows it shows.
+    pairs = data["pairs"]
+    d.execute_script(
+        "var f = document.getElementById('filter-min'); f.value = 90;"
+        "f.dispatchEvent(new Event('input'));"
+    )
+    high = sum(p[2] >= 90 for p in pairs)
+    assert len(d.find_elements(By.CSS_SELECTOR, "#pairs tbody tr")) == high
+    assert (
+        f"{len(pairs)} pairs in all; {high} match the filter; {high} shown."
+        in d.find_element(By.ID, "table-count").text
+    )
+    d.execute_script(
+        "var f = document.getElementById('filter-min'); f.value = 0;"
+        "f.dispatchEvent(new Event('input'));"
+        "var p = document.getElementById('filter-path'); p.value = 'part.txt';"
+        "p.dispatchEvent(new Event('input'));"
+    )
+    rows = d.find_elements(By.CSS_SELECTOR, "#pairs tbody tr")
+    assert rows and len(rows) == sum("part.txt" in p[0] + p[1] for p in pairs)
+    assert all("part.txt" in r.text for r in rows)
+    d.execute_script(
+        "var p = document.getElementById('filter-path'); p.value = '';"
+        "p.dispatchEvent(new Event('input'));"
+    )
+    d.find_element(By.CSS_SELECTOR, '#pairs th[data-col="0"]').click()  # by A, ascending
+    firsts = [
+        r.find_element(By.CSS_SELECTOR, "td:nth-child(2)").text
+        for r in d.find_elements(By.CSS_SELECTOR, "#pairs tbody tr")
+    ]
+    assert firsts == sorted(firsts) and len(firsts) == len(pairs)
     # A row opens its pair, with the passages.
     viewer = d.find_element(By.ID, "viewer")
     assert not viewer.is_displayed()
