@@ -40,6 +40,8 @@ def test_json_gives_one_record_per_passage_then_the_summary(tmp_path: Path) -> N
     for want in expected:
         assert sum(close(p, want) for p in got) == 1
     assert summary["a"]["path"] == str(a) and summary["b"]["gaps"] == 4
+    gaps = summary["b"]["gap_ranges"]
+    assert len(gaps) == 4 and sum(e - s for s, e in gaps) == summary["b"]["gap_bytes"]
     assert 0 < summary["a_in_b"] < 1 and summary["longest"]["length"] >= 2_500
 
 

@@ -121,6 +121,7 @@ class ExplainedFile:
             "gaps": len(self.gaps),
             "gap_bytes": self.size - self.covered,
             "largest_gap": largest,
+            "gap_ranges": [list(g) for g in self.gaps],
         }
 
 
