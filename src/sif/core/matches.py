@@ -2,22 +2,29 @@
 
 The windows are those of the exact score: the value of the window at ``i``
 is ``mix64(karp_rabin(data)[i])`` (:func:`sif.core.rolling.window_hashes`),
-computed here by the rolling update in one pass (:func:`window_hashes_jit`
-equals it value for value). Two files of 100 MB have 10^8 windows each, too
-many to sort or hold as a table at once, so the hash space is cut into
-``2^bits`` partitions by the top bits of the value; each partition is a pass
-over both inputs (hashing is cheap, about 0.2 s per 100 MB) that builds two
-open-addressing tables (value -> first position) of the windows falling in
-it. A partition gives its share of ``|S(A)|``, ``|S(B)|``, ``|S(A) ∩ S(B)|``
-(they add up over partitions), and writes, for every window of A in it, the
-first position of the same value in B (``-1``: not in B), and the converse.
+computed here by the rolling update in one pass, compiled
+(:func:`window_hashes_jit` equals it value for value). Two files of 100 MB
+have 10^8 windows each: too many to sort, or to hold as one table.
 
-:func:`runs` then walks those maps: from a window of A found in B at ``j``,
-the bytes are compared along the diagonal (verifying the seed, a 64-bit
-collision is no match), forwards while they agree and backwards as far as
-they agree, giving one maximal run of shared windows. Run from both sides,
-every shared window of either file lies in a run (a passage once in A and
-twice in B gives two runs).
+:func:`shared_windows`: the values are put in buckets by their top bits
+(about :data:`BUCKET_WINDOWS` windows of the pair a bucket, counted in a
+first pass); buckets are taken in groups that fit a memory budget, each
+group a pass over both inputs that gathers its windows (value, position),
+ordered by bucket in two cache-friendly scatters. Per bucket, a table of one
+side's values (it fits in cache) is probed by the other side's windows:
+that counts ``|S(A)|``, ``|S(B)|`` and ``|S(A) ∩ S(B)|`` (they add up over
+buckets) and sets a bit for every shared window of each side. The two
+inputs are hashed, and the two sides probed, in two threads (the kernels
+release the GIL).
+
+:func:`runs` then walks one side's bits: at a shared window whose value has
+a seed (its first position in the other input), the bytes are compared
+along the diagonal (a 64-bit collision is no match), forwards while they
+agree and backwards as far as they agree: one maximal run of shared
+windows. Values without a seed yet are looked up in rounds (a pass over the
+other input per round, for the first window of each stretch still
+unexplained). Run from both sides, every shared window of either input lies
+in a run (a passage once in A and twice in B gives two runs).
 
 Pure: arrays in, arrays out, no I/O.
 """
@@ -38,8 +45,6 @@ Pos = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 
 #: The value :func:`sif.core.rolling.mix64` never yields: an empty table slot.
 EMPTY = np.uint64((1 << 64) - 1)
-#: Rows of runs a kernel call writes at most (24 bytes each) before the driver takes them.
-RUNS_CHUNK = 1 << 16
 
 
 @njit(cache=True, nogil=True, inline="always")
