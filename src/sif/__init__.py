@@ -52,6 +52,10 @@ _EXPORTS = {
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
     "fingerprint_file": "sif.fingerprint",
+    "explain": "sif.passages",
+    "Explanation": "sif.passages",
+    "Passage": "sif.passages",
+    "ExplainedFile": "sif.passages",
     "FingerprintParams": "sif.fingerprint",
     "AnchorSet": "sif.fingerprint",
     "make_params": "sif.fingerprint",
@@ -63,6 +67,8 @@ __all__ = [
     "ConfigError",
     "ContentOptions",
     "DupesStats",
+    "ExplainedFile",
+    "Explanation",
     "FileRecord",
     "FingerprintParams",
     "Group",
@@ -76,6 +82,7 @@ __all__ = [
     "InputError",
     "Match",
     "OutOfMemory",
+    "Passage",
     "Progress",
     "QueryResult",
     "RecordColumns",
@@ -97,6 +104,7 @@ __all__ = [
     "checksum_v2",
     "compare_v2",
     "default_index_path",
+    "explain",
     "find_duplicates",
     "find_similar",
     "fingerprint_file",
@@ -123,6 +131,7 @@ if TYPE_CHECKING:
     from sif.exact import DupesStats, Group, Replica, find_duplicates
     from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
     from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
+    from sif.passages import ExplainedFile, Explanation, Passage, explain
     from sif.query import Match, QueryResult, query_files
     from sif.records import FileRecord, RecordColumns
     from sif.similar import (

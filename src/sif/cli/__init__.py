@@ -19,6 +19,7 @@ COMMANDS = {
     "anchors": "sif.cli.anchors:anchors",
     "dedupe": "sif.cli.actions:dedupe",
     "dupes": "sif.cli.dupes:dupes",
+    "explain": "sif.cli.explain:explain",
     "fuzzysum": "sif.cli.fuzzysum:fuzzysum",
     "index": "sif.cli.index:index",
     "link": "sif.cli.actions:link",

@@ -10,6 +10,7 @@ from sif.cli.common import (
     EXIT_OK,
     EXIT_WARNINGS,
     WarningCounter,
+    check_output_file,
     check_paths,
     fail_cleanly,
     format_option,
@@ -60,7 +61,13 @@ from sif.cli.index_options import (
 @index_option
 @fingerprint_options
 @content_options
-@format_option("text", "json", "csv")
+@format_option("text", "json", "csv", "html")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=str),
+    help="Write the report to this file instead of stdout (html: one self-contained page).",
+)
 @quiet_option
 @fail_cleanly
 def query(
@@ -78,6 +85,7 @@ def query(
     normalize: str | None,
     raw: bool,
     fmt: str,
+    output: str | None,
     quiet: bool,
 ) -> None:
     """The indexed files similar to each FILE (which need not be indexed).
@@ -106,6 +114,8 @@ def query(
     params, _ = params_from_options(scheme, anchors_file, window, k, min_fingerprints)
     mode = normalize_from_options(normalize, raw)
     check_paths(files, "FILE")
+    if output is not None:
+        check_output_file(output)
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:
@@ -122,9 +132,22 @@ def query(
             exact=not fast,
             on_warning=warnings,
         )
-        out = sys.stdout.buffer
-        write_query(results, out, fmt)
-        out.flush()
+        if fmt == "html":
+            from sif.html import explainer, write_page
+            from sif.html.report import query_report
+
+            write_page(query_report(list(results), explainer(mode), _note), output)
+        elif output is not None:
+            with open(output, "wb") as f:
+                write_query(results, f, fmt)
+        else:
+            out = sys.stdout.buffer
+            write_query(results, out, fmt)
+            out.flush()
     finally:
         reader.close()
     sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)
+
+
+def _note(message: str) -> None:
+    click.echo(f"sif: note: {message}", err=True)

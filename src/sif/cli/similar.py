@@ -11,6 +11,7 @@ from sif.cli.common import (
     EXIT_OK,
     EXIT_WARNINGS,
     WarningCounter,
+    check_output_file,
     collect_roots,
     fail_cleanly,
     format_option,
@@ -92,7 +93,13 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 @content_options
 @jobs_option
 @walk_options
-@format_option("text", "json", "csv")
+@format_option("text", "json", "csv", "html")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=str),
+    help="Write the report to this file instead of stdout (html: one self-contained page).",
+)
 @quiet_option
 @fail_cleanly
 def similar(
@@ -120,6 +127,7 @@ def similar(
     from_file: Any,
     null: bool,
     fmt: str,
+    output: str | None,
     quiet: bool,
     **filters: Any,
 ) -> None:
@@ -151,6 +159,8 @@ def similar(
         raise click.UsageError(
             "--sets has no csv form (csv lists pairs): use --format text or json with --sets"
         )
+    if output is not None:
+        check_output_file(output)
     roots = collect_roots(paths, from_file, null)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
@@ -188,8 +198,17 @@ def similar(
     finally:
         if progress is not None:
             progress.close()
-    out = sys.stdout.buffer
-    write_similar(result, out, fmt, by)
+    if fmt == "html":
+        from sif.html import explainer, write_page
+        from sif.html.report import similar_report
+
+        write_page(similar_report(result, roots, explainer(mode), _note), output)
+    elif output is not None:
+        with open(output, "wb") as f:
+            write_similar(result, f, fmt, by)
+    else:
+        out = sys.stdout.buffer
+        write_similar(result, out, fmt, by)
     s = result.stats
     if not quiet:
         idx = s.index
@@ -214,3 +233,7 @@ def similar(
             err=True,
         )
     sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)
+
+
+def _note(message: str) -> None:
+    click.echo(f"sif: note: {message}", err=True)

@@ -1,0 +1,116 @@
+"""sif explain on the command line: text, json and html outputs, bad inputs (subprocess runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from explainutil import close, spliced
+from textgen import text
+
+
+def sif(*args: str | os.PathLike[str], timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sif", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_json_gives_one_record_per_passage_then_the_summary(tmp_path: Path) -> None:
+    a, b, expected = spliced(tmp_path)
+    out = sif("explain", "--format", "json", a, b)
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    *passages, summary = records
+    assert summary["summary"] is True and summary["passages"] == 3 == len(passages)
+    for p in passages:
+        assert {"a_start", "a_end", "b_start", "b_end", "a_lines", "b_lines"} <= set(p)
+        assert p["a_end"] - p["a_start"] == p["b_end"] - p["b_start"] == p["length"]
+    import sif as lib
+
+    got = [
+        lib.Passage(r["passage"], r["a_start"], r["a_end"], r["b_start"], r["b_end"])
+        for r in passages
+    ]
+    for want in expected:
+        assert sum(close(p, want) for p in got) == 1
+    assert summary["a"]["path"] == str(a) and summary["b"]["gaps"] == 4
+    gaps = summary["b"]["gap_ranges"]
+    assert len(gaps) == 4 and sum(e - s for s, e in gaps) == summary["b"]["gap_bytes"]
+    assert 0 < summary["a_in_b"] < 1 and summary["longest"]["length"] >= 2_500
+
+
+def test_text_shows_both_files_side_by_side_with_gaps_elided(tmp_path: Path) -> None:
+    a, b, _ = spliced(tmp_path)
+    out = sif("explain", "--context", "1", a, b)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"A {a} (text, raw view, 40,000 bytes)")
+    assert "3 shared passages" in out.stdout and "longest: passage" in out.stdout
+    assert sum(" │ " in line for line in lines) > 60  # the two panes
+    assert any("··· " in line and " lines ···" in line for line in lines)
+    assert "\x1b[" not in out.stdout  # no colour into a pipe
+    coloured = sif("explain", "--color", "always", a, b)
+    assert "\x1b[30;48;5;" in coloured.stdout
+
+
+def test_html_is_one_page_with_both_panes(tmp_path: Path) -> None:
+    a, b, _ = spliced(tmp_path)
+    page = tmp_path / "pair.html"
+    out = sif("explain", "--format", "html", "-o", page, a, b)
+    assert out.returncode == 0 and out.stdout == "", out.stderr
+    html = page.read_text()
+    assert html.count('class="pane"') == 2 and html.count('class="pbtn"') == 3
+    assert 'data-p="3"' in html and "<script" in html
+    assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
+
+
+def test_nothing_in_common_is_an_empty_list_and_zero_percent(tmp_path: Path) -> None:
+    (tmp_path / "x.txt").write_bytes(text(1, 5_000))
+    (tmp_path / "y.txt").write_bytes(text(2, 5_000))
+    out = sif("explain", tmp_path / "x.txt", tmp_path / "y.txt")
+    assert out.returncode == 0, out.stderr
+    assert "0 shared passages" in out.stdout and "A in B 0.0%  B in A 0.0%" in out.stdout
+    js = sif("explain", "--format", "json", tmp_path / "x.txt", tmp_path / "y.txt")
+    [summary] = [json.loads(line) for line in js.stdout.splitlines()]
+    assert summary["passages"] == 0 and summary["a_in_b"] == 0.0
+
+
+def test_bad_inputs_are_one_line_and_status_2(tmp_path: Path) -> None:
+    good = tmp_path / "t.txt"
+    good.write_bytes(text(1, 2_000))
+    (tmp_path / "b.bin").write_bytes(bytes(range(256)) * 8)
+    os.mkfifo(tmp_path / "fifo")  # never opened: a reader would block without a writer
+    (tmp_path / "dir").mkdir()
+    cases = {
+        "missing": "no such file or directory",
+        "fifo": "a FIFO: not read",
+        "dir": "is a directory",
+        "b.bin": "only files of one kind",
+    }
+    for name, cause in cases.items():
+        out = sif("explain", good, tmp_path / name, timeout=60)
+        assert out.returncode == 2, (name, out.stderr)
+        assert out.stderr.count("\n") == 1 and cause in out.stderr, out.stderr
+        assert str(tmp_path / name) in out.stderr and "Traceback" not in out.stderr
+        assert out.stdout == ""
+
+
+def test_binary_passages_show_as_offsets_and_hex(tmp_path: Path) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    core = rng.integers(0, 256, 3_000, dtype=np.uint8).tobytes()
+    (tmp_path / "x.bin").write_bytes(b"\0\1" + rng.bytes(700) + core)
+    (tmp_path / "y.bin").write_bytes(core + b"\0\xff" + rng.bytes(300))
+    out = sif("explain", tmp_path / "x.bin", tmp_path / "y.bin")
+    assert out.returncode == 0, out.stderr
+    assert "(binary, raw view, 3,702 bytes)" in out.stdout
+    assert f"@0x2be +3000: {core[:8].hex(' ')}" in out.stdout  # A's side: 2 + 700 bytes in
+    assert f"@0x0 +3000: {core[:8].hex(' ')}" in out.stdout
+    assert "··· 702 bytes ···" in out.stdout
