@@ -221,8 +221,8 @@ def _histogram(scores: Sequence[float]) -> str:
             bars.append(f'<text x="{i * 20 + 10}" y="{106 - h:.1f}" class="n">{n}</text>')
     ticks = "".join(f'<text x="{i * 20}" y="124">{i * 5}</text>' for i in range(0, 21, 4))
     return (
-        '<svg class="hist" viewBox="0 -5 410 135" role="img" aria-label="histogram of scores">'
-        f'{"".join(bars)}{ticks}<text x="330" y="124">score %</text></svg>'
+        '<svg class="hist" viewBox="0 -5 410 148" role="img" aria-label="histogram of scores">'
+        f'{"".join(bars)}{ticks}<text x="170" y="140">score %</text></svg>'
     )
 
 
