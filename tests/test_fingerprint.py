@@ -224,3 +224,20 @@ def test_blocks_of_a_large_input_join_up_to_the_core_result() -> None:
     got = fingerprint_detail(data, "anchors", anchors=ANCHORS)
     starts, values = anchor_select(arr, ANCHORS)
     assert np.array_equal(got.offsets, starts) and np.array_equal(got.values, values)
+
+
+def test_bulk_work_buys_numba_from_the_first_input() -> None:
+    """After buy_jit (a large index run), a small input goes to numba; its values agree."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, sif.fingerprint as f\n"
+        "data = bytes(range(256)) * 40\n"
+        "before = f._use_jit(len(data)); a = f.fingerprint(data)\n"
+        "f.buy_jit()\n"
+        "after = f._use_jit(len(data)); b = f.fingerprint(data)\n"
+        "print(before, after, bool(np.array_equal(a, b)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True"]

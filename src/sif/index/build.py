@@ -25,6 +25,7 @@ import numpy as np
 
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
+from sif.core.sampling import JIT_MIN_BYTES
 from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.local import fork_pool, shared_map
@@ -93,9 +94,18 @@ class _Read:
     failed: ScanWarning | None
 
 
-def _scan_batch(batch: Sequence[_Item]) -> list[_Read]:
-    """Read each file of ``batch`` into its entries; a file that cannot be read fails."""
+def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> list[_Read]:
+    """Read each file of a batch into its entries; a file that cannot be read fails.
+
+    ``job`` is (bulk, batch): ``bulk`` when the run reads enough bytes that
+    numba should be used from the first file on (:func:`sif.fingerprint.buy_jit`).
+    """
     assert _PARAMS is not None
+    bulk, batch = job
+    if bulk:
+        from sif.fingerprint import buy_jit
+
+        buy_jit()
     out: list[_Read] = []
     for path, dev, ino, size, mtime_ns, ctime_ns in batch:
         warnings: list[ScanWarning] = []
@@ -323,7 +333,9 @@ def build_index(
         dropped: list[int] = []
         pending_bytes = 0
         last = time.monotonic()
-        for _, results in shared_map(_scan_batch, _batches(todo), pool):
+        bulk = sum(t[3] for t in todo) >= 2 * JIT_MIN_BYTES
+        jobs_in = ((bulk, b) for b in _batches(todo))
+        for _, results in shared_map(_scan_batch, jobs_in, pool):
             for r in results:
                 for w in r.warnings:
                     on_warning(w)
