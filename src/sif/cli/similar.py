@@ -80,6 +80,12 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
     help="What the text report shows beside each file: the score -t was compared with, "
     "or the paper's percentage (json and csv give both).",
 )
+@click.option(
+    "--dirs",
+    is_flag=True,
+    help="Pairs of directories instead of files: both directories have at least -t "
+    "percent of their bytes in the other (a parent pair stands for its children's).",
+)
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @click.option(
     "--memory-limit",
@@ -106,6 +112,7 @@ def similar(
     exact: bool,
     sets: str | None,
     by: str,
+    dirs: bool,
     wait: bool,
     memory_limit: str,
     index: str | None,
@@ -189,7 +196,14 @@ def similar(
         if progress is not None:
             progress.close()
     out = sys.stdout.buffer
-    write_similar(result, out, fmt, by)
+    if dirs:
+        from sif.compare.dirs import similar_directories
+        from sif.report_compare import write_dir_pairs
+
+        pairs = similar_directories(result.pairs, roots, threshold, walk_options=walk)
+        write_dir_pairs(pairs, out, fmt)
+    else:
+        write_similar(result, out, fmt, by)
     s = result.stats
     if not quiet:
         idx = s.index
