@@ -187,6 +187,27 @@ def test_bad_trees_are_config_errors(tmp_path: Path) -> None:
         sif.compare_trees(tmp_path, tmp_path / "nope", tmp_path / "index")
 
 
+def test_archives_are_compared_by_their_members(tmp_path: Path) -> None:
+    import tarfile
+    import zipfile
+
+    a, b = make_trees(tmp_path)
+    at = tmp_path / "proj-1.0.tar.gz"
+    with tarfile.open(at, "w:gz") as tar:
+        tar.add(a, arcname="proj-1.0")
+    bz = tmp_path / "proj-1.1.zip"
+    with zipfile.ZipFile(bz, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(b.rglob("*")):
+            if p.is_file():
+                z.write(p, "proj-1.1/" + str(p.relative_to(b)))
+    r = sif.compare_trees(at, bz, tmp_path / "index")
+    got = {(f.a, f.b): (f.status, f.pass_no) for f in r.files if f.status != "same"}
+    assert got == EXPECTED
+    assert {f.a for f in r.files if f.a is not None} == _files(a)
+    # A directory against an archive of it: the same content under the same names.
+    assert sif.compare_trees(a, at, tmp_path / "index").identical
+
+
 # --- the command ----------------------------------------------------------------------
 
 
@@ -247,7 +268,11 @@ def test_cli_bad_tree_is_one_line_and_exit_2(tmp_path: Path, which: str) -> None
     p = run("compare", tmp_path / "a", bad, "--index", tmp_path / "index")
     assert p.returncode == 2
     lines = p.stderr.splitlines()
-    cause = "no such file or directory" if which == "missing" else "not a directory"
+    cause = (
+        "no such file or directory"
+        if which == "missing"
+        else "not a directory (nor a zip or tar archive)"
+    )
     assert lines == [f"sif: error: B {bad}: {cause}"]
     assert not (tmp_path / "index").exists()
 

@@ -35,9 +35,11 @@ def _check_tree(name: str, path: str) -> None:
     except ValueError:
         cause = "not a valid path"
     else:
-        if os.path.isdir(path) and st:
+        from sif.compare.passes import is_archive
+
+        if os.path.isdir(path) and st or is_archive(path):
             return
-        cause = "not a directory"
+        cause = "not a directory (nor a zip or tar archive)"
     click.echo(f"sif: error: {name} {display_path(path)}: {cause}", err=True)
     sys.exit(EXIT_USAGE)
 
@@ -106,6 +108,9 @@ def compare(
     the other side and the directory there that holds most of it, and the
     bytes by status. Text lists what differs (--all: everything); json gives
     one record per file, per directory and the summary; csv the files.
+
+    A or B may be a zip or tar archive (also compressed): its members are
+    its files (under its one top directory, when all lie under one).
 
     Exit status, as diff: 0 the same content under the same names, 1 they
     differ (or a file could not be read: a warning), 2 usage error, 3 fatal.

@@ -19,6 +19,8 @@
    matched (a file appended to another: ``a-in-b``).
 4. What is left is ``only-a`` or ``only-b``.
 
+A tree may be a zip or tar archive: its members are its files.
+
 Names are only ever tie-breakers: content decides first.
 """
 
@@ -58,6 +60,8 @@ class TreeFile:
     ino: int
     digest: bytes | None = None
     unreadable: bool = False
+    archive: str | None = None
+    """The archive holding this member (``path`` is then ``ARCHIVE!/MEMBER``)."""
 
 
 def list_tree(root: str, options: WalkOptions, on_warning: WarningSink) -> dict[str, TreeFile]:
@@ -66,6 +70,58 @@ def list_tree(root: str, options: WalkOptions, on_warning: WarningSink) -> dict[
     for rec in walk([root], options, on_warning):
         rel = os.path.relpath(rec.path, root)
         out[rel] = TreeFile(rel, rec.path, rec.size, rec.dev, rec.ino)
+    return out
+
+
+def list_archive(root: str, on_warning: WarningSink) -> dict[str, TreeFile]:
+    """The members of the archive ``root`` (stored bytes, as ``sif dupes --archives``
+    reads them: each read once, for its size and digest), by path inside it.
+
+    When every member lies under one top directory (a release tarball,
+    ``pkg-1.2/...``), the paths are taken under it. Raises
+    :class:`ConfigError` when ``root`` is no zip or tar archive.
+    """
+    from sif.content import ContentOptions, entries
+
+    out: dict[str, TreeFile] = {}
+    prefix = root + "!/"
+    for e in entries(root, options=ContentOptions(normalize="unpack"), on_warning=on_warning):
+        if not e.path.startswith(prefix):
+            continue
+        data = e.read()
+        rel = e.path[len(prefix) :]
+        out[rel] = TreeFile(rel, e.path, len(data), 0, 0, blake3.blake3(data).digest(), False, root)
+    if not out and not is_archive(root):
+        raise ConfigError(f"{root}: not a directory (nor a zip or tar archive)")
+    tops = {rel.split("/", 1)[0] for rel in out}
+    if len(tops) == 1 and all("/" in rel for rel in out):  # a release: pkg-1.2/...
+        cut = len(tops.pop()) + 1
+        out = {rel[cut:]: f for rel, f in out.items()}
+        for rel, f in out.items():
+            f.rel = rel
+    return out
+
+
+def is_archive(path: str) -> bool:
+    """Whether ``path`` is a zip or tar archive (compressed or not) that ``sif compare``
+    compares by its members."""
+    import tarfile
+    import zipfile
+
+    try:
+        return zipfile.is_zipfile(path) or tarfile.is_tarfile(path)
+    except OSError:
+        return False
+
+
+def _members(archive: str, wanted: set[str], on_warning: WarningSink) -> dict[str, bytes]:
+    """The stored bytes of the members ``wanted`` (entry paths) of ``archive``, in one read."""
+    from sif.content import ContentOptions, entries
+
+    out: dict[str, bytes] = {}
+    for e in entries(archive, options=ContentOptions(normalize="unpack"), on_warning=on_warning):
+        if e.path in wanted:
+            out[e.path] = e.read()
     return out
 
 
@@ -190,7 +246,10 @@ def compare_trees(
     changed). ``threshold``: least max(C(A,B), C(B,A)), percent, for
     ``moved+changed``; ``exact`` (default): the containments are exact over
     all windows, else sampled estimates (``FileComparison.exact`` says which).
-    Raises :class:`ConfigError` when ``a`` or ``b`` is not a directory, and
+    ``a`` or ``b`` may be a zip or tar archive (``.tar.gz``...): it is compared
+    by its members (:func:`list_archive`), read as ``sif dupes --archives``
+    reads them, and queried whole in pass 3 (the index holds its members).
+    Raises :class:`ConfigError` when ``a`` or ``b`` is neither a directory nor an archive, and
     what the index raises; an unreadable file is a warning (it is reported
     ``only-a``/``only-b`` unless its path matched: then ``changed`` with no score).
     """
@@ -201,8 +260,8 @@ def compare_trees(
     for name, root in (("A", ra), ("B", rb)):
         if not os.path.exists(root):
             raise ConfigError(f"{name} {root}: no such file or directory")
-        if not os.path.isdir(root):
-            raise ConfigError(f"{name} {root}: not a directory")
+        if not os.path.isdir(root) and not is_archive(root):
+            raise ConfigError(f"{name} {root}: not a directory (nor a zip or tar archive)")
     from sif.index import default_index_path
     from sif.index.build import skip_index_dir
 
@@ -211,8 +270,8 @@ def compare_trees(
     options = WalkOptions(**{**options.__dict__, "empty": True})
     jobs = jobs or os.cpu_count() or 1
     stats = CompareStats()
-    ta = list_tree(ra, options, on_warning)
-    tb = list_tree(rb, options, on_warning)
+    ta = list_tree(ra, options, on_warning) if os.path.isdir(ra) else list_archive(ra, on_warning)
+    tb = list_tree(rb, options, on_warning) if os.path.isdir(rb) else list_archive(rb, on_warning)
     stats.files_a, stats.files_b = len(ta), len(tb)
     records: list[FileComparison] = []
 
@@ -224,12 +283,14 @@ def compare_trees(
         on_warning,
         stats,
     )
+    changed = [r for r in common if ta[r].size != tb[r].size or ta[r].digest != tb[r].digest]
+    members = _member_data([ta[r] for r in changed] + [tb[r] for r in changed], on_warning)
     for rel in common:
         fa, fb = ta[rel], tb[rel]
         if fa.size == fb.size and fa.digest is not None and fa.digest == fb.digest:
             records.append(FileComparison("same", 1, rel, rel, fa.size, fb.size, 100.0, 1.0, 1.0))
             continue
-        records.append(_changed(fa, fb, on_warning, stats))
+        records.append(_changed(fa, fb, on_warning, stats, members))
     left_a = {r: f for r, f in ta.items() if r not in tb}
     left_b = {r: f for r, f in tb.items() if r not in ta}
 
@@ -294,8 +355,10 @@ def compare_trees(
         cands = candidate_pairs(
             ra,
             rb,
-            [f.path for f in left_a.values()],
-            [f.path for f in left_b.values()],
+            {f.path: r for r, f in ta.items()},
+            {f.path: r for r, f in tb.items()},
+            _queries(ra, left_a),
+            _queries(rb, left_b),
             location,
             threshold=threshold,
             exact=exact,
@@ -318,14 +381,39 @@ def compare_trees(
     return CompareResult(ra, rb, tuple(records), directories, stats)
 
 
+def _queries(root: str, left: dict[str, TreeFile]) -> list[str]:
+    """The files to query for what is left of one side: an archive is queried whole."""
+    if not left:
+        return []
+    return [root] if os.path.isfile(root) else [f.path for f in left.values()]
+
+
+def _member_data(files: Sequence[TreeFile], on_warning: WarningSink) -> dict[str, bytes]:
+    """The bytes of the archive members among ``files``: one read of each archive."""
+    by_archive: dict[str, set[str]] = defaultdict(set)
+    for f in files:
+        if f.archive is not None:
+            by_archive[f.archive].add(f.path)
+    out: dict[str, bytes] = {}
+    for archive, wanted in by_archive.items():
+        out.update(_members(archive, wanted, on_warning))
+    return out
+
+
 def _changed(
-    fa: TreeFile, fb: TreeFile, on_warning: WarningSink, stats: CompareStats
+    fa: TreeFile,
+    fb: TreeFile,
+    on_warning: WarningSink,
+    stats: CompareStats,
+    members: dict[str, bytes],
 ) -> FileComparison:
     """Pass 1's ``changed``: the exact containments of two files at one path."""
     from sif.core.exactsets import containment, window_set
 
-    da = _read(fa, on_warning)
-    db = _read(fb, on_warning) if da is not None else None
+    da = members.get(fa.path) if fa.archive else _read(fa, on_warning)
+    db = None
+    if da is not None:
+        db = members.get(fb.path) if fb.archive else _read(fb, on_warning)
     if da is None or db is None:
         return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
     stats.bytes_scored += len(da) + len(db)

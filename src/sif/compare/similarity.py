@@ -10,8 +10,7 @@ the files that moved and changed, not with the whole trees.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sif.compare.model import CompareStats
 from sif.events import WarningSink
@@ -20,16 +19,11 @@ from sif.walk import WalkOptions
 Candidate = tuple[str, str, float, float, bool]
 
 
-def _under(path: str, root: str) -> str | None:
-    """``path`` relative to ``root`` when it is a plain file under it, else ``None``."""
-    if "!/" in path[len(root) :] or not path.startswith(root + os.sep):
-        return None
-    return path[len(root) + 1 :]
-
-
 def candidate_pairs(
     ra: str,
     rb: str,
+    rel_a: Mapping[str, str],
+    rel_b: Mapping[str, str],
     query_a: Sequence[str],
     query_b: Sequence[str],
     index: str,
@@ -44,8 +38,10 @@ def candidate_pairs(
 ) -> list[Candidate]:
     """Pairs (A's relative path, B's, C(A,B), C(B,A), exact) at ``threshold`` or more.
 
-    ``query_a`` (files of A) are matched with any file of B, ``query_b``
-    with any file of A; each pair once.
+    ``rel_a``/``rel_b``: each file's (or member's) path, as the index names
+    it, -> its path relative to its tree. ``query_a`` (files of A, or A's
+    archive) are matched with any file of B, ``query_b`` with any file of
+    A; each pair once.
     """
     from sif.index import build_index, open_reader
     from sif.index.build import DEFAULT_PARAMS
@@ -57,7 +53,7 @@ def candidate_pairs(
     found: dict[tuple[str, str], Candidate] = {}
     reader = open_reader(index)
     try:
-        for queries, own, other in ((query_a, ra, rb), (query_b, rb, ra)):
+        for queries, own, other in ((query_a, rel_a, rel_b), (query_b, rel_b, rel_a)):
             if not queries:
                 continue
             stats.queried += len(queries)
@@ -71,17 +67,17 @@ def candidate_pairs(
                 exact=exact,
                 on_warning=on_warning,
             ):
-                qrel = _under(q.path, own)
+                qrel = own.get(q.path)
                 if qrel is None:
                     continue
                 for m in q.matches:
-                    mrel = _under(m.path, other)
+                    mrel = other.get(m.path)
                     if mrel is None:
                         continue
                     qf, fq = m.query_in_file, m.file_in_query
                     if m.scored_exactly:
                         qf, fq = m.exact_query_in_file or 0.0, m.exact_file_in_query or 0.0
-                    if own == ra:
+                    if own is rel_a:
                         c: Candidate = (qrel, mrel, qf, fq, m.scored_exactly)
                     else:
                         c = (mrel, qrel, fq, qf, m.scored_exactly)
