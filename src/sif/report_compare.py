@@ -135,7 +135,9 @@ def _moved_dir(d: DirectoryShare) -> bool:
 
 
 def _dir_line(d: DirectoryShare) -> str:
-    where = f"  mostly in {display_path(d.other)}/" if d.other else ""
+    where = ""
+    if d.other is not None:
+        where = f"  mostly in {display_path(d.other)}{'/' if d.other != '.' else ''}"
     name = display_path(d.path) + ("/" if d.path != "." else "")
     return f"  {d.side.upper()}: {name}  {100 * d.share:.1f}% of {human_size(d.bytes)}{where}"
 

@@ -158,6 +158,8 @@ def similar(
         raise click.UsageError(
             "--sets has no csv form (csv lists pairs): use --format text or json with --sets"
         )
+    if dirs and sets is not None:
+        raise click.UsageError("--dirs lists pairs of directories: it takes no --sets")
     roots = collect_roots(paths, from_file, null)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
