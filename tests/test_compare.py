@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sif
+from actionutil import tool
 from corpus import source, source_tree
 from sif.compare.passes import _pair_by_name, direction
 from textgen import text
@@ -286,6 +288,38 @@ def test_cli_unusable_index_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert p.returncode == 3
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("sif: error: ") and str(index) in lines[0]
+
+
+def test_cli_unreadable_file_is_a_warning_and_exit_1() -> None:
+    base = Path(tempfile.mkdtemp(prefix="sif-compare-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o777)
+        a, b = base / "a", base / "b"
+        source_tree(a, 3, seed=8)
+        shutil.copytree(a, b)
+        for p in [a, b, *a.rglob("*"), *b.rglob("*")]:
+            os.chown(p, 65534, 65534)  # nobody
+        locked = a / "pkg1" / "mod1.py"
+        os.chown(locked, 0, 0)
+        os.chmod(locked, 0o600)
+        drop = [tool("setpriv"), "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        cmd = [*drop, sys.executable, "-m", "sif", "compare", str(a), str(b), "--format", "json"]
+        p = subprocess.run(
+            [*cmd, "--index", str(base / "index")],
+            capture_output=True,
+            text=True,
+            cwd=base,
+            env={**os.environ, "HOME": str(base)},
+        )
+        assert p.returncode == 1, p.stderr
+        warnings = [line for line in p.stderr.splitlines() if line.startswith("sif: warning")]
+        assert warnings == [f"sif: warning: {locked}: Permission denied"]
+        rec = {r["a"]: r for r in map(json.loads, p.stdout.splitlines()) if r["record"] == "file"}
+        assert rec["pkg1/mod1.py"]["status"] == "changed" and rec["pkg1/mod1.py"]["score"] is None
+        assert rec["pkg0/mod0.py"]["status"] == "same"
+        assert "Traceback" not in p.stderr
+    finally:
+        shutil.rmtree(base)
 
 
 # --- invariants -----------------------------------------------------------------------

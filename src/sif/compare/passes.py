@@ -29,7 +29,7 @@ from __future__ import annotations
 import difflib
 import os
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -410,6 +410,8 @@ def _changed(
     """Pass 1's ``changed``: the exact containments of two files at one path."""
     from sif.core.exactsets import containment, window_set
 
+    if fa.unreadable or fb.unreadable:  # named in a warning already: no score
+        return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
     da = members.get(fa.path) if fa.archive else _read(fa, on_warning)
     db = None
     if da is not None:
@@ -468,21 +470,30 @@ def _pass3(
             by_name=by_name,
         )
 
-    def tied(c: Candidate, pool: list[Candidate], side: int) -> bool:
-        s = max(c[2], c[3])
-        return sum(1 for d in pool if d[side] == c[side] and max(d[2], d[3]) == s) > 1
+    def ties(pool: list[Candidate]) -> Counter[tuple[int, str, float]]:
+        """How many candidates each file has at each score: more than one, the names chose."""
+        n: Counter[tuple[int, str, float]] = Counter()
+        for c in pool:
+            n[(0, c[0], max(c[2], c[3]))] += 1
+            n[(1, c[1], max(c[2], c[3]))] += 1
+        return n
+
+    def tied(c: Candidate, n: Counter[tuple[int, str, float]], side: int) -> bool:
+        return n[(side, c[side], max(c[2], c[3]))] > 1
 
     both = sorted((c for c in cands if c[0] in left_a and c[1] in left_b), key=key)
+    n = ties(both)
     for c in both:
         if c[0] in left_a and c[1] in left_b:
-            out.append(record(c, tied(c, both, 0) or tied(c, both, 1)))
+            out.append(record(c, tied(c, n, 0) or tied(c, n, 1)))
             del left_a[c[0]], left_b[c[1]]
     rest = sorted((c for c in cands if c[0] in left_a or c[1] in left_b), key=key)
+    n = ties(rest)
     for c in rest:
         if c[0] in left_a:
-            out.append(record(c, tied(c, rest, 0)))
+            out.append(record(c, tied(c, n, 0)))
             del left_a[c[0]]
         elif c[1] in left_b:
-            out.append(record(c, tied(c, rest, 1)))
+            out.append(record(c, tied(c, n, 1)))
             del left_b[c[1]]
     return out
