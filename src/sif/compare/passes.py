@@ -479,7 +479,7 @@ def _pass3(
         return n
 
     def tied(c: Candidate, n: Counter[tuple[int, str, float]], side: int) -> bool:
-        return n[(side, c[side], max(c[2], c[3]))] > 1
+        return n[(side, c[0] if side == 0 else c[1], max(c[2], c[3]))] > 1
 
     both = sorted((c for c in cands if c[0] in left_a and c[1] in left_b), key=key)
     n = ties(both)
