@@ -65,7 +65,7 @@ def test_the_entry_points_their_arguments_and_results_are_exported() -> None:
     import inspect
     import typing
 
-    for name in ("find_duplicates", "find_similar", "build_index", "query_files"):
+    for name in ("find_duplicates", "find_similar", "build_index", "query_files", "compare_trees"):
         assert name in sif.__all__, name
     exported = {id(getattr(sif, n)) for n in sif.__all__ if n != "__version__"}
     # Types a caller never needs to name: internal stores and per-entry details.

@@ -16,6 +16,11 @@ _EXPORTS = {
     "Group": "sif.exact",
     "Replica": "sif.exact",
     "DupesStats": "sif.exact",
+    "compare_trees": "sif.compare",
+    "CompareResult": "sif.compare",
+    "CompareStats": "sif.compare",
+    "FileComparison": "sif.compare",
+    "DirectoryShare": "sif.compare",
     "find_similar": "sif.similar",
     "SimilarOptions": "sif.similar",
     "SimilarResult": "sif.similar",
@@ -64,11 +69,15 @@ _EXPORTS = {
 
 __all__ = [
     "AnchorSet",
+    "CompareResult",
+    "CompareStats",
     "ConfigError",
     "ContentOptions",
+    "DirectoryShare",
     "DupesStats",
     "ExplainedFile",
     "Explanation",
+    "FileComparison",
     "FileRecord",
     "FingerprintParams",
     "Group",
@@ -102,6 +111,7 @@ __all__ = [
     "build_index",
     "checksum",
     "checksum_v2",
+    "compare_trees",
     "compare_v2",
     "default_index_path",
     "explain",
@@ -114,6 +124,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from sif.compare import (
+        CompareResult,
+        CompareStats,
+        DirectoryShare,
+        FileComparison,
+        compare_trees,
+    )
     from sif.content import ContentOptions
     from sif.core.fuzzysum import checksum, checksum_v2, compare_v2
     from sif.errors import (

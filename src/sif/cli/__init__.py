@@ -17,6 +17,7 @@ from sif import __version__
 
 COMMANDS = {
     "anchors": "sif.cli.anchors:anchors",
+    "compare": "sif.cli.compare:compare",
     "dedupe": "sif.cli.actions:dedupe",
     "dupes": "sif.cli.dupes:dupes",
     "explain": "sif.cli.explain:explain",

@@ -34,6 +34,12 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
     help="Also compare the members of zip and tar archives (.zip, .jar, .whl, .tar, .tar.gz...), "
     "shown as ARCHIVE!/MEMBER and matched by size and BLAKE3.",
 )
+@click.option(
+    "--dirs",
+    is_flag=True,
+    help="Groups of directories whose whole content is identical (names ignored).",
+)
+@click.option("--match-names", is_flag=True, help="With --dirs: the names must match too.")
 @click.option("-v", "--verbose", is_flag=True, help="Log the candidates left after each stage.")
 @quiet_option
 @fail_cleanly
@@ -44,6 +50,8 @@ def dupes(
     fmt: str,
     jobs: int | None,
     archives: bool,
+    dirs: bool,
+    match_names: bool,
     verbose: bool,
     quiet: bool,
     **filters: Any,
@@ -61,6 +69,10 @@ def dupes(
     Exit status: 0 done, 1 some files skipped (warnings), 2 usage error, 3 fatal
     error, 130 interrupted.
     """
+    if (dirs or match_names) and (null or fmt == "fdupes" or archives or not dirs):
+        raise click.UsageError(
+            "--dirs takes text, json or csv, no -0 or --archives; --match-names goes with --dirs"
+        )
     if null and fmt in ("json", "csv"):
         raise click.UsageError(
             f"-0 writes the names ending in NUL, not {fmt}: give -0 or --format {fmt}"
@@ -83,9 +95,12 @@ def dupes(
         if progress is not None:
             progress.close()
     out = sys.stdout.buffer
-    from sif.actions.report import dupes_header
+    if dirs:
+        _write_dirs(roots, groups, fmt, match_names, warnings, filters)
+    else:
+        from sif.actions.report import dupes_header
 
-    write_dupes(groups, out, fmt, nul=null, header=dupes_header(roots, sys.argv[1:]))
+        write_dupes(groups, out, fmt, nul=null, header=dupes_header(roots, sys.argv[1:]))
     out.flush()
     if verbose and not quiet:
         for stage, n in stats.survivors:
@@ -99,3 +114,18 @@ def dupes(
             err=True,
         )
     sys.exit(EXIT_WARNINGS if warnings.count else EXIT_OK)
+
+
+def _write_dirs(
+    roots: list[str], groups: Any, fmt: str, match_names: bool, warn: Any, filters: Any
+) -> None:
+    """``--dirs``: the groups of identical directories (:mod:`sif.compare.dirs`)."""
+    from sif.compare.dirs import identical_directories
+    from sif.report_compare import write_dir_groups
+    from sif.walk import WalkOptions
+
+    opts = {**filters, "include": tuple(filters["include"]), "exclude": tuple(filters["exclude"])}
+    found = identical_directories(
+        roots, groups, match_names=match_names, walk_options=WalkOptions(**opts), on_warning=warn
+    )
+    write_dir_groups(found, sys.stdout.buffer, fmt)

@@ -81,6 +81,12 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
     help="What the text report shows beside each file: the score -t was compared with, "
     "or the paper's percentage (json and csv give both).",
 )
+@click.option(
+    "--dirs",
+    is_flag=True,
+    help="Pairs of directories instead of files: both directories have at least -t "
+    "percent of their bytes in the other (a parent pair stands for its children's).",
+)
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @click.option(
     "--memory-limit",
@@ -113,6 +119,7 @@ def similar(
     exact: bool,
     sets: str | None,
     by: str,
+    dirs: bool,
     wait: bool,
     memory_limit: str,
     index: str | None,
@@ -161,6 +168,10 @@ def similar(
         )
     if output is not None:
         check_output_file(output)
+    if dirs and sets is not None:
+        raise click.UsageError("--dirs lists pairs of directories: it takes no --sets")
+    if dirs and fmt == "html":
+        raise click.UsageError("--dirs has no html form: use --format text, json or csv")
     roots = collect_roots(paths, from_file, null)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
@@ -198,7 +209,17 @@ def similar(
     finally:
         if progress is not None:
             progress.close()
-    if fmt == "html":
+    if dirs:
+        from sif.compare.dirs import similar_directories
+        from sif.report_compare import write_dir_pairs
+
+        pairs = similar_directories(result.pairs, roots, threshold, walk_options=walk)
+        if output is not None:
+            with open(output, "wb") as f:
+                write_dir_pairs(pairs, f, fmt)
+        else:
+            write_dir_pairs(pairs, sys.stdout.buffer, fmt)
+    elif fmt == "html":
         from sif.html import explainer, write_page
         from sif.html.report import similar_report
 
