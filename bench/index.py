@@ -43,8 +43,10 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds (children's user+sys) of one command."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     wall = time.perf_counter() - t0
+    if done.returncode not in (0, 1):  # 1: done, with warnings (an unreadable file)
+        raise SystemExit(f"{cmd[0]}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
