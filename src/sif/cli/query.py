@@ -51,7 +51,7 @@ from sif.cli.index_options import (
     "--fast",
     is_flag=True,
     help="Compare -t with the sampled estimate (no indexed file read), shown as ~N "
-    "with its 90%% interval; measured error in the README.",
+    "with its 90% interval; measured error in the README.",
 )
 @click.option(
     "--min-shared",
