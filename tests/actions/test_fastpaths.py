@@ -126,7 +126,9 @@ def _file(**over: Any) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if v != "DROP"}
 
 
-odd_values: st.SearchStrategy[Any] = st.sampled_from([None, True, 1.5, "x", [], {}, "DROP", -1, ["n"], [1]])
+odd_values: st.SearchStrategy[Any] = st.sampled_from(
+    [None, True, 1.5, "x", [], {}, "DROP", -1, ["n"], [1]]
+)
 
 
 @settings(max_examples=300, deadline=None)

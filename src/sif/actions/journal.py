@@ -110,8 +110,9 @@ def done_line(
     )
     return _fast(
         text,
-        lambda: {"j": "done", "step": step, "keep_after": keep_after, "drop_after": drop_after}
-        | names,
+        lambda: (
+            {"j": "done", "step": step, "keep_after": keep_after, "drop_after": drop_after} | names
+        ),
     )
 
 
