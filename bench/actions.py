@@ -16,13 +16,20 @@ step through open descriptors before linking), each measured, and summed.
 
 Wall and CPU seconds (user+sys of the whole process tree) and bytes read
 (`rchar` of the wrapper's /proc/PID/io, which includes its reaped children);
-then the ratio to jdupes. After each run the tree's distinct inodes are
-counted, to check that each tool linked the same files.
+then the ratio to jdupes, sif's two steps apart, and the 1-minute load
+average when each run ended (the machine is shared: read the figures with it).
+After each run the tree's distinct inodes are counted, to check that each tool
+linked the same files.
+
+sif's modules are compiled to bytecode first (`compileall`), as an installed
+package's are: where PYTHONDONTWRITEBYTECODE is set, each sif process would
+otherwise compile them from source (~0.1 s a process, two a sif figure).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -40,6 +47,8 @@ PRISTINE = DATA / "pristine"
 WORK = DATA / "work"
 ROOTS = ("doc1", "doc2", "py1", "py2")
 MiB = 1 << 20
+PARTS: list[tuple[Sample, Sample]] = []
+"""sif's (dupes, link) samples, in order."""
 
 
 def prepare() -> None:
@@ -79,6 +88,16 @@ def roots() -> list[str]:
     return [str(WORK / r) for r in ROOTS]
 
 
+def compile_sif() -> None:
+    import sif
+
+    compileall.compile_dir(os.path.dirname(sif.__file__), quiet=1)
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
 def sif_bin() -> str:
     return str(Path(sys.executable).with_name("sif"))
 
@@ -95,6 +114,7 @@ def run_tool(tool: str) -> Sample:
     b = run_measured([sif_bin(), "link", "-q", str(report)], out, err)
     if a.rc or b.rc:
         raise RuntimeError(f"sif failed: {err.read_text()}")
+    PARTS.append((a, b))
     return Sample(
         wall=a.wall + b.wall,
         cpu=a.cpu + b.cpu,
@@ -115,8 +135,10 @@ def main() -> None:
     if args.prepare or not PRISTINE.exists():
         prepare()
     os.environ["XDG_STATE_HOME"] = str(DATA / "state")
+    compile_sif()
     tools = args.tools.split(",")
     samples: dict[str, list[Sample]] = {t: [] for t in tools}
+    loads: dict[str, list[float]] = {t: [] for t in tools}
     after: dict[str, set[tuple[int, int]]] = {t: set() for t in tools}
     fresh_copy()
     print(f"tree: {inodes()[0]:,} files, {inodes()[1]:,} inodes", file=sys.stderr)
@@ -125,19 +147,26 @@ def main() -> None:
         for tool in order:
             fresh_copy()
             s = run_tool(tool)
+            ld = load()
             if rep:
                 samples[tool].append(s)
+                loads[tool].append(ld)
                 after[tool].add(inodes())
-            print(f"rep {rep} {tool}: {s.wall:.2f} s", file=sys.stderr)
+            elif tool == "sif":
+                PARTS.pop()
+            print(
+                f"rep {rep} {tool}: {s.wall:.2f} s wall, {s.cpu:.2f} s CPU, load {ld:.2f}",
+                file=sys.stderr,
+            )
     ref = samples.get("jdupes", samples[tools[0]])
     base = statistics.median(s.wall for s in ref)
     base_min = min(s.wall for s in ref)
     base_cpu = statistics.median(s.cpu for s in ref)
     print(
         "| tool | wall s (median) | wall s (min) | CPU s | read MiB | files, inodes after "
-        "| wall / jdupes (median, min) | CPU / jdupes |"
+        "| wall / jdupes (median, min) | CPU / jdupes | load |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for t in tools:
         wall = statistics.median(s.wall for s in samples[t])
         least = min(s.wall for s in samples[t])
@@ -146,8 +175,17 @@ def main() -> None:
         print(
             f"| {t} | {wall:.2f} | {least:.2f} | {cpu:.2f} | {read:.0f} | "
             f"{', '.join(f'{a:,}, {b:,}' for a, b in sorted(after[t]))} | "
-            f"{wall / base:.2f}, {least / base_min:.2f} | {cpu / base_cpu:.2f} |"
+            f"{wall / base:.2f}, {least / base_min:.2f} | {cpu / base_cpu:.2f} | "
+            f"{statistics.median(loads[t]):.2f} |"
         )
+    for name, part in (("sif dupes", 0), ("sif link", 1)):
+        if PARTS:
+            ps = [p[part] for p in PARTS]
+            print(
+                f"| {name} | {statistics.median(s.wall for s in ps):.2f} | "
+                f"{min(s.wall for s in ps):.2f} | {statistics.median(s.cpu for s in ps):.2f} | "
+                f"{statistics.median(s.rchar for s in ps) / MiB:.0f} | | | | |"
+            )
 
 
 if __name__ == "__main__":

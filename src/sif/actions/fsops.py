@@ -178,7 +178,7 @@ def extents_shared(fd_a: int, fd_b: int) -> bool:
     return key(a) == key(b)
 
 
-def read_block(fd: int, buf: bytearray, offset: int) -> int:
+def read_block(fd: int, buf: bytearray | memoryview, offset: int) -> int:
     """Fill ``buf`` from ``offset`` (short only at the end of the file); bytes read."""
     view = memoryview(buf)
     got = 0

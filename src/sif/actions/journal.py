@@ -1,4 +1,4 @@
-"""The journal of a run: JSON lines, fsynced before every step.
+"""The journal of a run: JSON lines, fsynced before every step acts.
 
 It lives under the user's state directory
 (``platformdirs.user_state_dir("sif")/journals``, e.g.
@@ -8,8 +8,13 @@ It lives under the user's state directory
 2. ``{"j": "step", ...}``: every step of the plan (so a killed run can be
    resumed from the journal alone);
 3. per step run: ``begin`` (with the temporary name or the trash entry it
-   will use), fsynced before the step touches anything; then ``done`` (with
-   the figures the step left), ``skipped`` or ``failed`` with the cause;
+   will use, and the dropped file's metadata), fsynced before the step
+   touches anything (a batch of steps at a time: one write, one fsync); then
+   ``done`` (with the figures the step left), ``skipped`` or ``failed`` with
+   the cause. ``done`` records go out with the next batch's ``begin`` records
+   (and its fsync): a kill may take the last batch's with it, and then
+   :func:`sif.actions.run.reconcile` tells from the files which of those
+   steps happened, as it does for the one step a kill interrupts;
 4. ``undone`` records written by ``sif undo``, and ``end`` when a run finished.
 
 A last line cut short by a kill is ignored when the journal is read.
@@ -20,10 +25,12 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _jstr
 from typing import Any
 
-from sif.actions.plan import Step
+from sif.actions.plan import FileRef, Step
 from sif.errors import InputError
 from sif.report import json_line
 
@@ -40,6 +47,73 @@ def journal_dir() -> str:
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _fast(text: str, doc: Callable[[], dict[str, Any]]) -> bytes:
+    """``text`` (a JSON line built by hand) as UTF-8; a name with undecodable bytes
+    (lone surrogates) takes :func:`sif.report.json_line`, which escapes them."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json_line(doc())
+
+
+def _ref_json(r: FileRef) -> str:
+    return (
+        f'{{"path":{_jstr(r.path)},"dev":{r.dev},"ino":{r.ino},"size":{r.size},'
+        f'"mtime_ns":{r.mtime_ns},"ctime_ns":{r.ctime_ns}}}'
+    )
+
+
+def _opt(value: str | None) -> str:
+    return "null" if value is None else _jstr(value)
+
+
+def step_line(s: Step) -> bytes:
+    """The journal's ``step`` record of ``s``: ``json_line({"j": "step", **s.to_dict()})``,
+    written by hand (json.dumps was most of the cost of writing a plan)."""
+    text = (
+        f'{{"j":"step","index":{s.index},"action":{_jstr(s.action)},"group":{s.group},'
+        f'"digest":{_jstr(s.digest)},"keep":{_ref_json(s.keep)},"drop":{_ref_json(s.drop)},'
+        f'"target":{_opt(s.target)},"noop":{_opt(s.noop)}}}\n'
+    )
+    return _fast(text, lambda: {"j": "step", **s.to_dict()})
+
+
+def begin_line(step: int, st: os.stat_result, at: str, names: dict[str, str]) -> bytes:
+    """A ``begin`` record: the dropped file's metadata ``st`` (for undo), the time, and the
+    names the step will use (``tmp``, or ``dest`` and ``info``)."""
+    meta = (
+        f'{{"mode":{st.st_mode},"uid":{st.st_uid},"gid":{st.st_gid},'
+        f'"atime_ns":{st.st_atime_ns},"mtime_ns":{st.st_mtime_ns}}}'
+    )
+    extra = "".join(f",{_jstr(k)}:{_jstr(v)}" for k, v in names.items())
+    text = f'{{"j":"begin","step":{step},"meta":{meta},"at":{_jstr(at)}{extra}}}\n'
+
+    def doc() -> dict[str, Any]:
+        m = {"mode": st.st_mode, "uid": st.st_uid, "gid": st.st_gid}
+        m.update(atime_ns=st.st_atime_ns, mtime_ns=st.st_mtime_ns)
+        return {"j": "begin", "step": step, "meta": m, "at": at, **names}
+
+    return _fast(text, doc)
+
+
+def done_line(
+    step: int, keep_after: list[int], drop_after: list[int] | None, names: dict[str, str]
+) -> bytes:
+    """A ``done`` record: the figures (size, mtime, ctime) the step left, and its names."""
+    da = "null" if drop_after is None else f"[{drop_after[0]},{drop_after[1]},{drop_after[2]}]"
+    extra = "".join(f",{_jstr(k)}:{_jstr(v)}" for k, v in names.items())
+    text = (
+        f'{{"j":"done","step":{step},"keep_after":[{keep_after[0]},{keep_after[1]},'
+        f'{keep_after[2]}],"drop_after":{da}{extra}}}\n'
+    )
+    return _fast(
+        text,
+        lambda: (
+            {"j": "done", "step": step, "keep_after": keep_after, "drop_after": drop_after} | names
+        ),
+    )
 
 
 class Journal:
@@ -73,7 +147,7 @@ class Journal:
         journal = cls(path, fd)
         try:
             head = {"j": "header", "kind": JOURNAL_KIND, "format": JOURNAL_FORMAT, **header}
-            lines = [json_line(head), *(json_line({"j": "step", **s.to_dict()}) for s in steps)]
+            lines = [json_line(head), *map(step_line, steps)]
             journal._write(b"".join(lines), sync=True)
             rename_noreplace(tmp, path)
         except BaseException:
@@ -86,6 +160,10 @@ class Journal:
     def append_to(cls, path: str) -> Journal:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         return cls(path, fd)
+
+    def write(self, data: bytes, sync: bool = False) -> None:
+        """Append records already encoded (:func:`begin_line`, :func:`done_line`)."""
+        self._write(data, sync)
 
     def _write(self, data: bytes, sync: bool) -> None:
         view = memoryview(data)
@@ -106,9 +184,11 @@ class Journal:
         """Make every record written so far durable."""
         os.fsync(self._fd)
 
-    def close(self) -> None:
+    def close(self, synced: bool = False) -> None:
+        """Close the journal, fsynced first unless ``synced`` (the caller just did)."""
         if self._fd >= 0:
-            os.fsync(self._fd)
+            if not synced:
+                os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
 

@@ -217,7 +217,7 @@ def rank(replicas: Iterable[Replica], policy: KeepPolicy, roots: list[str]) -> l
 def _protected(r: Replica, policy: KeepPolicy) -> bool:
     if r.symlinks:  # symbolic links name it (sif dupes -L): dropping it would leave them dangling
         return True
-    if any(_matches(p, policy.keep_paths) for p in r.paths):
+    if policy.keep_paths and any(_matches(p, policy.keep_paths) for p in r.paths):
         return True
     return bool(policy.only_paths) and not all(_matches(p, policy.only_paths) for p in r.paths)
 

@@ -4,15 +4,18 @@ Both the kept copy and the file to drop are opened with
 :func:`sif.fileio.open_regular` (no symlink followed, only the report's
 ``(device, inode)``); their ``fstat`` must show the size, mtime and ctime the
 report recorded (or that sif's own previous step left); then their bytes are
-compared block by block through the open descriptors (``bytearray ==``, a
-``memcmp``; two reusable 1 MiB buffers). Any difference is a :class:`Changed`
-naming the file and the cause; the step is then skipped.
+compared through the open descriptors: a file of up to 1 MiB in one ``pread``
+each, a larger one block by block in two reusable 1 MiB buffers (``==`` on
+bytes is a ``memcmp``). Exactly the size both ``fstat`` calls showed is read;
+the step ``fstat``-s both descriptors again just before it acts, so a file
+that grew, shrank or was written to meanwhile is left alone. Any difference
+is a :class:`Changed` naming the file and the cause; the step is then skipped.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sif.actions.fsops import BLOCK, read_block
 from sif.actions.plan import FileRef
@@ -28,8 +31,7 @@ class Changed(Exception):
         self.cause = cause
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(NamedTuple):
     """What a file must look like now: the report's figures, or those sif's last step left."""
 
     size: int
@@ -47,6 +49,8 @@ class Expected:
 
 def check_stat(path: str, st: os.stat_result, want: Expected) -> None:
     """Raise :class:`Changed` unless ``st`` shows ``want``'s size, mtime and ctime."""
+    if (st.st_size, st.st_mtime_ns) == want[:2] and want.ctime_ns in (None, st.st_ctime_ns):
+        return
     if st.st_size != want.size:
         raise Changed(path, f"size changed since the report ({want.size} -> {st.st_size} bytes)")
     if st.st_mtime_ns != want.mtime_ns:
@@ -74,26 +78,48 @@ def open_checked(ref: FileRef, want: Expected) -> tuple[int, os.stat_result]:
 
 
 class Comparer:
-    """Compares two open files block by block with two reusable buffers."""
+    """Compares two open files: one ``pread`` each up to a block, else two reusable buffers."""
 
     def __init__(self, block: int = BLOCK) -> None:
+        self.block = block
         self.a = bytearray(block)
         self.b = bytearray(block)
         self.bytes_read = 0
 
     def same(self, fd_a: int, fd_b: int, size: int) -> bool:
-        """True when both files hold the same ``size`` bytes (and nothing more)."""
+        """True when both files' first ``size`` bytes are there and equal.
+
+        Reads exactly ``size`` bytes of each (no read past them: the caller has
+        ``fstat``-ed both at ``size`` and does so again before acting).
+        """
+        if size <= self.block:
+            a, b = _pread_all(fd_a, size), _pread_all(fd_b, size)
+            self.bytes_read += len(a) + len(b)
+            return len(a) == size and a == b
+        va, vb = memoryview(self.a), memoryview(self.b)
         offset = 0
-        while True:
-            na = read_block(fd_a, self.a, offset)
-            nb = read_block(fd_b, self.b, offset)
+        while offset < size:
+            n = min(self.block, size - offset)
+            na = read_block(fd_a, va[:n], offset)
+            nb = read_block(fd_b, vb[:n], offset)
             self.bytes_read += na + nb
-            if na != nb:
+            if na != n or nb != n:
                 return False
-            if na < len(self.a):
-                if self.a[:na] != self.b[:nb]:  # two copies and a memcmp
+            if n == self.block:
+                if self.a != self.b:  # a memcmp
                     return False
-                return offset + na == size
-            if self.a != self.b:
+            elif self.a[:n] != self.b[:n]:  # the last block: two copies and a memcmp
                 return False
-            offset += na
+            offset += n
+        return True
+
+
+def _pread_all(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of ``fd`` (fewer only if the file is shorter now)."""
+    data = os.pread(fd, size, 0)
+    while len(data) < size:  # a short read: a regular file gives one only at its end
+        more = os.pread(fd, size - len(data), len(data))
+        if not more:
+            break
+        data += more
+    return data

@@ -98,9 +98,13 @@ def dupes(
     if dirs:
         _write_dirs(roots, groups, fmt, match_names, warnings, filters)
     else:
-        from sif.actions.report import dupes_header
+        from sif.actions.report import dupes_header, write_report
 
-        write_dupes(groups, out, fmt, nul=null, header=dupes_header(roots, sys.argv[1:]))
+        header = dupes_header(roots, sys.argv[1:])
+        if fmt == "json":  # the report the actions read (sif link, remove, dedupe)
+            write_report(groups, out, header)
+        else:
+            write_dupes(groups, out, fmt, nul=null, header=header)
     out.flush()
     if verbose and not quiet:
         for stage, n in stats.survivors:
