@@ -347,3 +347,46 @@ def test_direction_only_when_one_is_held_whole(ab: float, ba: float) -> None:
         assert ab >= 0.99 > ba
     if d == "b-in-a":
         assert ba >= 0.99 > ab
+
+
+def test_a_second_run_hashes_only_what_changed(tmp_path: Path) -> None:
+    """Passes 1 and 2 take the index's digests of files it holds unchanged; an edit that
+    keeps the size and puts the mtime back is still read (its ctime moved)."""
+    a, b = make_trees(tmp_path)
+    index = tmp_path / "index"
+    first = sif.compare_trees(a, b, index)  # files are left for pass 3: the index is built
+    assert first.stats.index is not None and first.stats.files_hashed > 0
+    again = sif.compare_trees(a, b, index)
+    assert again.files == first.files
+    assert again.stats.files_hashed == 0 and again.stats.bytes_hashed == 0
+    assert again.stats.files_known > 0
+    same = next(f.a for f in first.files if f.status == "same" and (a / f.a).stat().st_size > 8)
+    target = b / same
+    st = target.stat()
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit, same size
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime put back
+    third = sif.compare_trees(a, b, index)
+    (rec,) = [f for f in third.files if f.a == same]
+    assert rec.status == "changed" and rec.pass_no == 1
+    assert third.stats.files_hashed >= 1
+
+
+def test_a_compressed_file_is_never_taken_for_its_indexed_digest(tmp_path: Path) -> None:
+    """A .gz is indexed by its decompressed content: two .gz files of equal content but
+    other bytes (their headers' times) must not be called the same from the index."""
+    import gzip
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    body = text(5, 4000)
+    (a / "x.gz").write_bytes(gzip.compress(body, mtime=1))
+    (b / "x.gz").write_bytes(gzip.compress(body, mtime=2))  # same size, other bytes
+    (a / "only.txt").write_bytes(text(6, 3000))  # something for pass 3: the index is built
+    index = tmp_path / "index"
+    for _ in range(2):  # the second run has the index's digests at hand
+        r = sif.compare_trees(a, b, index)
+        (rec,) = [f for f in r.files if f.a == "x.gz"]
+        assert rec.status == "changed"

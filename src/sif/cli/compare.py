@@ -144,7 +144,8 @@ def compare(
         )
         click.echo(
             f"sif: {s.files_a:,} files in A, {s.files_b:,} in B; "
-            f"{s.files_hashed:,} files hashed{idx}; {warnings.count} warnings, {s.seconds:.2f} s",
+            f"{s.files_hashed:,} files hashed ({s.files_known:,} known to the index){idx}; "
+            f"{warnings.count} warnings, {s.seconds:.2f} s",
             err=True,
         )
     sys.exit(EXIT_SAME if result.identical and not warnings.count else EXIT_DIFFERENT)

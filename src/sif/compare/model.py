@@ -104,6 +104,8 @@ class CompareStats:
     files_b: int = 0
     bytes_hashed: int = 0
     files_hashed: int = 0
+    files_known: int = 0
+    """Files whose digest came from the index (unchanged since it was built)."""
     bytes_scored: int = 0
     queried: int = 0
     index: IndexStats | None = None

@@ -62,6 +62,10 @@ class TreeFile:
     unreadable: bool = False
     archive: str | None = None
     """The archive holding this member (``path`` is then ``ARCHIVE!/MEMBER``)."""
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    known: bytes | None = None
+    """The index's digest of this very file (same identity and times), if it holds one."""
 
 
 def list_tree(root: str, options: WalkOptions, on_warning: WarningSink) -> dict[str, TreeFile]:
@@ -69,8 +73,37 @@ def list_tree(root: str, options: WalkOptions, on_warning: WarningSink) -> dict[
     out: dict[str, TreeFile] = {}
     for rec in walk([root], options, on_warning):
         rel = os.path.relpath(rec.path, root)
-        out[rel] = TreeFile(rel, rec.path, rec.size, rec.dev, rec.ino)
+        out[rel] = TreeFile(
+            rel, rec.path, rec.size, rec.dev, rec.ino, mtime_ns=rec.mtime_ns, ctime_ns=rec.ctime_ns
+        )
     return out
+
+
+def known_digests(tree: dict[str, TreeFile], location: str) -> int:
+    """Give each file of ``tree`` the index's digest of it, where the index holds this file.
+
+    The file's device, inode, size, mtime and ctime must be those indexed
+    (an edit with its mtime put back still changes the ctime), and its entry
+    the whole file in the raw view (:func:`sif.index.digests.whole_files`).
+    Such a file is not read again to be hashed: only its first bytes, to rule
+    out a compressed stream (indexed by its decompressed content). Returns
+    how many files got one.
+    """
+    from sif.index.build import DEFAULT_PARAMS
+    from sif.index.digests import whole_files
+    from sif.index.store import ParamSet
+
+    known = whole_files(location, ParamSet(DEFAULT_PARAMS, "auto"))
+    n = 0
+    for f in tree.values():
+        k = known.get(f.path)
+        if k is None or f.archive is not None:
+            continue
+        same = (k.dev, k.ino, k.file_size, k.mtime_ns, k.ctime_ns, k.size)
+        if same == (f.dev, f.ino, f.size, f.mtime_ns, f.ctime_ns, f.size):
+            f.known = k.digest
+            n += 1
+    return n
 
 
 def list_archive(root: str, on_warning: WarningSink) -> dict[str, TreeFile]:
@@ -126,12 +159,25 @@ def _members(archive: str, wanted: set[str], on_warning: WarningSink) -> dict[st
 
 
 def _digest(f: TreeFile, on_warning: WarningSink) -> int:
-    """Fill ``f.digest`` (BLAKE3 of the bytes, streamed); the bytes read."""
+    """Fill ``f.digest`` (BLAKE3 of the bytes, streamed); the bytes read.
+
+    A file the index knows (``f.known``) takes the index's digest unless its
+    first bytes are a compressed stream's; then 0 bytes are counted.
+    """
+    from sif.filetypes import sniff
+
     h = blake3.blake3()
     n = 0
     try:
         fh, _ = open_regular_file(f.path, expect=(f.dev, f.ino))
         with fh:
+            if f.known is not None:
+                head = fh.read(8)
+                if sniff(head) not in ("gzip", "bzip2", "xz", "zstd"):
+                    f.digest = f.known
+                    return 0
+                h.update(head)
+                n = len(head)
             while chunk := fh.read(CHUNK):
                 h.update(chunk)
                 n += len(chunk)
@@ -150,9 +196,12 @@ def _hash_all(
     if not todo:
         return
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for n in pool.map(lambda f: _digest(f, on_warning), todo):
+        for f, n in zip(todo, pool.map(lambda f: _digest(f, on_warning), todo), strict=True):
             stats.bytes_hashed += n
-    stats.files_hashed += len(todo)
+            if f.known is not None and f.digest is f.known:
+                stats.files_known += 1
+            else:
+                stats.files_hashed += 1
 
 
 def _read(f: TreeFile, on_warning: WarningSink) -> bytes | None:
@@ -273,6 +322,8 @@ def compare_trees(
     ta = list_tree(ra, options, on_warning) if os.path.isdir(ra) else list_archive(ra, on_warning)
     tb = list_tree(rb, options, on_warning) if os.path.isdir(rb) else list_archive(rb, on_warning)
     stats.files_a, stats.files_b = len(ta), len(tb)
+    for tree in (ta, tb):  # what the index already knows is not read again (a second run)
+        known_digests(tree, location)
     records: list[FileComparison] = []
 
     # Pass 1: same relative path.
