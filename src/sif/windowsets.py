@@ -109,9 +109,7 @@ class WindowSets:
                 self.on_warning(ScanWarning(origin, exc.strerror or str(exc)))
                 return
             self.bytes_read += len(data)
-            if fid is not None and blake3.blake3(data).digest() == self.digests.get(fid):
-                jit = self.jit and len(data) >= JIT_FROM
-                self._keep(fid, _sets.window_set(data, self.window, jit))
+            if fid is not None and self._set_if_indexed(fid, data):
                 return
         options = ContentOptions(normalize=self.normalize)
         for entry in entries(origin, options=options, on_warning=self.on_warning):
@@ -120,12 +118,17 @@ class WindowSets:
                 continue
             data = entry.read()
             self.bytes_read += len(data)
-            if blake3.blake3(data).digest() != self.digests.get(fid):
+            if not self._set_if_indexed(fid, data):
                 self.changed += 1
                 self._keep(fid, None)
-                continue
-            jit = self.jit and len(data) >= JIT_FROM
-            self._keep(fid, _sets.window_set(data, self.window, jit))
+
+    def _set_if_indexed(self, fid: int, data: bytes) -> bool:
+        """Keep the window set of ``data`` if it is the content indexed as ``fid``."""
+        if blake3.blake3(data).digest() != self.digests.get(fid):
+            return False
+        jit = self.jit and len(data) >= JIT_FROM
+        self._keep(fid, _sets.window_set(data, self.window, jit))
+        return True
 
     def _keep(self, fid: int, s: I64 | None) -> None:
         self.cache[fid] = s
