@@ -81,6 +81,23 @@ def test_galloping_and_indexed_lookups_on_unequal_sets() -> None:
     assert IndexedSet(sb).shared(ss) == want
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 2**32))
+def test_indexed_set_bitmap_keeps_every_member_and_turns_away_most_others(
+    n: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    s = np.unique(rng.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64))
+    ix = IndexedSet(s)
+    assert ix.shared(s) == len(s)  # no member is ever turned away
+    others = np.setdiff1d(rng.integers(-(2**63), 2**63 - 1, size=4000, dtype=np.int64), s)
+    assert ix.shared(others) == 0
+    k = (others.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(64 - ix.fbits)
+    passed = (ix.filter[(k >> np.uint64(3)).astype(np.int64)] >> (k & np.uint64(7))) & 1
+    if len(s) >= 64:  # 8-16 bits a member: at most about 12% of absent values pass
+        assert passed.mean() < 0.2
+
+
 # --- evidence -----------------------------------------------------------------------
 
 

@@ -189,7 +189,7 @@ def match_scan(
     winnowing's bias. ``exclude`` is the (device, inode[, member]) of the
     query entry, left out when it is indexed. ``exact``: the query's window
     set S(Q) (:func:`sif.core.exactsets.window_set`); then every entry whose
-    sampled score could reach the threshold (its 99% upper bound does) is read
+    sampled score could reach the threshold (its 97.7% upper bound does) is read
     again and scored exactly (:class:`sif.windowsets.WindowSets`; one that
     changed since it was indexed keeps its estimate, with its interval).
     Returns the entries at ``threshold`` or above, by score, best first, then

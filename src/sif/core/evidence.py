@@ -22,8 +22,14 @@ FAST_MIN_SHARED = 2
 #: threshold or more.
 FAST_LOWER_SHARE = 0.5
 #: One-sided confidence of the upper bound that picks the pairs to score exactly: a
-#: pair whose upper bound is under the threshold is left out unread. 99%: z = 2.33.
-CANDIDATE_Z = 2.326
+#: pair whose upper bound is under the threshold is left out unread. 97.7%: z = 2.
+#: Winnowing picks more evenly than a Poisson sample, so the bound loses fewer pairs
+#: than its confidence says. Measured at T = 25% against the exact truth (all pairs of
+#: 23 sdists and of 18 release histories; on Linux 6.1 fs+net+sound, the pairs found
+#: at 99%): going from z = 2.326 (99%) to 2 keeps 10,799 of the 10,800 positive pairs
+#: and scores 16% fewer candidates on Linux (31,878 instead of 37,998); z = 1.645
+#: (95%) would score 32% fewer but lose 11 positives.
+CANDIDATE_Z = 2.0
 #: One-sided confidence of the interval shown with an estimate (``--fast``, or a file
 #: that changed since it was indexed): 90%, z = 1.28, both ends.
 INTERVAL_Z = 1.282

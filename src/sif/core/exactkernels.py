@@ -133,13 +133,42 @@ def bucket_offsets(s: I64, bits: int) -> npt.NDArray[np.int32]:  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def count_in(s: I64, off: npt.NDArray[np.int32], bits: int, a: I64) -> int:  # pragma: no cover
-    """How many values of ``a`` are in the sorted set ``s`` indexed by :func:`bucket_offsets`."""
+def bit_filter(s: I64, fbits: int) -> U8:  # pragma: no cover
+    """A bitmap of the top ``fbits`` bits of each value of ``s`` (sign flipped, as buckets).
+
+    One bit a bucket of ``2^(64 - fbits)`` values: a value whose bit is clear
+    is not in ``s``. At 8 to 16 bits a value of ``s`` (as :class:`IndexedSet`
+    sizes it) it answers "absent" for 88-94% of absent values, from a table an
+    eighth to a quarter the size of the set.
+    """
+    shift = np.uint64(64 - fbits)
+    f = np.zeros(max(1, (1 << fbits) >> 3), dtype=np.uint8)
+    for i in range(len(s)):
+        k = (np.uint64(s[i]) ^ _SIGN) >> shift
+        f[k >> np.uint64(3)] |= np.uint8(1) << np.uint8(k & np.uint64(7))
+    return f
+
+
+@njit(cache=True, nogil=True)
+def count_in(
+    s: I64, off: npt.NDArray[np.int32], bits: int, f: U8, fbits: int, a: I64
+) -> int:  # pragma: no cover
+    """How many values of ``a`` are in the sorted set ``s`` indexed by :func:`bucket_offsets`.
+
+    Each value is first looked up in the bitmap ``f`` of :func:`bit_filter`
+    (``fbits`` bits, ``fbits >= bits``): most absent values stop there, on a
+    table that stays in the cache, instead of two misses in ``off`` and ``s``.
+    """
     shift = np.uint64(64 - bits)
+    fshift = np.uint64(64 - fbits)
     count = 0
     for v in a:
-        k = np.int64((np.uint64(v) ^ _SIGN) >> shift)
-        for t in range(off[k], off[k + 1]):
+        u = np.uint64(v) ^ _SIGN
+        k = u >> fshift
+        if not (f[k >> np.uint64(3)] >> np.uint8(k & np.uint64(7))) & np.uint8(1):
+            continue
+        b = np.int64(u >> shift)
+        for t in range(off[b], off[b + 1]):
             if s[t] == v:
                 count += 1
                 break

@@ -33,7 +33,7 @@ The pipeline, each stage feeding the next:
    percentage; then ``min_shared``, ``size_ratio``, ``same_suffix``. The
    score compared with the threshold is max(C(A,B), C(B,A)), how much of the
    smaller file the larger holds, **exact by default**: every pair whose
-   sampled score could reach the threshold (its 99% upper bound,
+   sampled score could reach the threshold (its 97.7% upper bound,
    :func:`sif.core.evidence.score_bounds`) is read and scored over all
    ``w``-byte windows of both files (:mod:`sif.similar.exact`), and the
    exact scores are stored with the counts. ``exact=False`` (``--fast``)

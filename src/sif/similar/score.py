@@ -96,7 +96,7 @@ def pending_exact(
     """The rows of the pairs to score exactly that have no exact score yet.
 
     Under ``exact`` (the default): every pair whose sampled score could reach
-    the threshold (its 99% upper bound, :data:`CANDIDATE_Z`, does); none
+    the threshold (its 97.7% upper bound, :data:`CANDIDATE_Z`, does); none
     under ``--fast``. Pure; O(pairs).
     """
     if not options.exact:
