@@ -12,6 +12,8 @@ estimate (marked as such). A file that cannot be read is a warning.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import blake3
 import numpy as np
@@ -38,6 +40,10 @@ class WindowSets:
     estimate. A file that cannot be read is a warning. A set is dropped after
     its last pair (:meth:`release`); beyond ``budget`` bytes the least
     recently used go first, and are read again if needed.
+
+    ``make``: what to keep of each checked content instead of its window set
+    (an array: anything with ``nbytes``), as the small-file pass keeps which
+    small files' windows a file holds (:mod:`sif.similar.smallpass`).
     """
 
     def __init__(
@@ -48,14 +54,16 @@ class WindowSets:
         digests: dict[int, bytes],
         on_warning: WarningSink,
         jit: bool = True,
+        make: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.window = window
+        self.make = make
         self.jit = jit
         self.budget = budget
         self.normalize = normalize
         self.digests = digests
         self.on_warning = on_warning
-        self.cache: OrderedDict[int, I64 | None] = OrderedDict()
+        self.cache: OrderedDict[int, Any] = OrderedDict()
         self.held = 0
         self.files_read = 0
         self.bytes_read = 0
@@ -126,6 +134,9 @@ class WindowSets:
         """Keep the window set of ``data`` if it is the content indexed as ``fid``."""
         if blake3.blake3(data).digest() != self.digests.get(fid):
             return False
+        if self.make is not None:
+            self._keep(fid, self.make(data))
+            return True
         jit = self.jit and len(data) >= JIT_FROM
         self._keep(fid, _sets.window_set(data, self.window, jit))
         return True

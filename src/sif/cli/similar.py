@@ -241,6 +241,12 @@ def similar(
             if options.exact or s.exact_pairs  # pairs of small files: scored in every run
             else ""
         )
+        if s.small_files:
+            exact_note += (
+                f"; {s.small_files:,} small files looked for in all others "
+                f"({s.small_candidates:,} pairs found, {human_size(s.small_bytes_read)} read, "
+                f"{s.seconds_small:.2f} s)"
+            )
         if s.estimated:
             exact_note += f"; {s.estimated:,} scores are estimates (~)"
             if s.exact_changed:

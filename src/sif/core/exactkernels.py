@@ -173,3 +173,57 @@ def count_in(
                 count += 1
                 break
     return count
+
+
+@njit(cache=True, nogil=True)
+def probe_hits(
+    w: I64,
+    s: I64,
+    own: npt.NDArray[np.int32],
+    off: npt.NDArray[np.int32],
+    bits: int,
+    f: U8,
+    fbits: int,
+    stamp: npt.NDArray[np.int32],
+    mark: int,
+    hits: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:  # pragma: no cover
+    """Which owners' sampled windows the window values ``w`` of one file hold, and how many.
+
+    ``s`` is a sorted table of window values (repeats allowed: one entry an
+    owner), ``own`` the owner of each entry, ``off``/``f`` its bucket offsets
+    (:func:`bucket_offsets`) and bitmap (:func:`bit_filter`). Each entry
+    counts once per file however often the file repeats the window: an entry
+    seen is stamped with ``mark`` (a number new for each file; ``stamp``
+    starts at -1). ``hits`` (one counter an owner, all 0) is used as scratch
+    and left all 0. Returns (owners, distinct entries of each held). One pass
+    over ``w``; most values stop at the bitmap.
+    """
+    shift = np.uint64(64 - bits)
+    fshift = np.uint64(64 - fbits)
+    touched = np.empty(64, dtype=np.int32)
+    nt = 0
+    for v in w:
+        u = np.uint64(v) ^ _SIGN
+        k = u >> fshift
+        if not (f[k >> np.uint64(3)] >> np.uint8(k & np.uint64(7))) & np.uint8(1):
+            continue
+        b = np.int64(u >> shift)
+        for t in range(off[b], off[b + 1]):
+            if s[t] == v and stamp[t] != mark:
+                stamp[t] = mark
+                o = own[t]
+                if hits[o] == 0:
+                    if nt == len(touched):
+                        grown = np.empty(2 * nt, dtype=np.int32)
+                        grown[:nt] = touched
+                        touched = grown
+                    touched[nt] = o
+                    nt += 1
+                hits[o] += 1
+    owners = touched[:nt].copy()
+    counts = np.empty(nt, dtype=np.int32)
+    for i in range(nt):
+        counts[i] = hits[owners[i]]
+        hits[owners[i]] = 0
+    return owners, counts

@@ -103,6 +103,7 @@ def _compiled() -> dict[str, Any]:
         _kernels["offsets"] = exactkernels.bucket_offsets
         _kernels["count_in"] = exactkernels.count_in
         _kernels["filter"] = exactkernels.bit_filter
+        _kernels["probe"] = exactkernels.probe_hits
     return _kernels
 
 

@@ -190,11 +190,18 @@ class SimilarStats:
     exact_files_read: int = 0
     exact_bytes_read: int = 0
     exact_changed: int = 0
+    small_files: int = 0
+    """Small files looked for in all others (:mod:`sif.similar.smallpass`)..."""
+    small_files_read: int = 0
+    small_bytes_read: int = 0
+    small_candidates: int = 0
+    """... and the pairs that pass found, which no shared fingerprint gave."""
     estimated: int = 0
     index: IndexStats | None = None
     seconds_index: float = 0.0
     seconds_collate: float = 0.0
     seconds_exact: float = 0.0
+    seconds_small: float = 0.0
     seconds: float = 0.0
 
 

@@ -39,6 +39,7 @@ from sif.similar.model import (
 )
 from sif.similar.score import _score, pending_exact
 from sif.similar.sets import similar_groups, similar_sets
+from sif.similar.smallpass import small_pass
 from sif.walk import WalkOptions, parallel_walk
 
 U32 = npt.NDArray[np.uint32]
@@ -50,9 +51,10 @@ I64 = npt.NDArray[np.int64]
 DEFAULT_MEMORY_LIMIT = "1GB"
 #: The version of the rules that turn fingerprints into stored pair counts and exact
 #: scores (the collation, the small-file exact pass, the pairs of identical tiny
-#: files). Stored pairs made under another version are collated again: bump it
-#: whenever what is stored would differ.
-RULES_VERSION = 2
+#: files, the small files held by others: :mod:`sif.similar.smallpass`). Stored pairs
+#: made under another version are collated again: bump it whenever what is stored
+#: would differ.
+RULES_VERSION = 3
 
 
 # --- the driver -------------------------------------------------------------------
@@ -254,6 +256,10 @@ def _find(
             _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs)
             tiny = _identical_unfingerprinted(files, options.max_df)
             cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
+            held = small_pass(
+                cols, files, fp_params.window, stats, on_warning, progress, pool, jobs
+            )
+            cols = {k: np.concatenate([v, held[k]]) for k, v in cols.items()}
             try:
                 pairdb.store_pairs(con, key, cols, stats.stopped, digest)
             except duckdb.OutOfMemoryException:

@@ -159,7 +159,9 @@ def _score(
         pa = 100.0 * cols["hits_b"] / nfa
         pb = 100.0 * cols["hits_a"] / nfb
     # Identical files without fingerprints (_identical_unfingerprinted): all of each other.
-    copies = cols["shared"] == 0
+    # (The other pairs sharing no fingerprint, a small file held by another, found by the
+    # small-file pass, estimate 0: their score is exact or they are left out.)
+    copies = (cols["shared"] == 0) & (exact_ab == 1.0) & (exact_ba == 1.0)
     if copies.any():
         a_in_b, b_in_a, jac = (np.where(copies, 1.0, x) for x in (a_in_b, b_in_a, jac))
         pa, pb = np.where(copies, 100.0, pa), np.where(copies, 100.0, pb)

@@ -1,0 +1,318 @@
+"""The small-file pass: small files held by others that share no sampled fingerprint with them.
+
+A file of a few hundred bytes inside a larger one is easily missed by the
+fingerprints: the larger file keeps one window in hundreds, and a shared
+passage of 100 windows then holds none of them (on 18 release histories,
+every pair missed at 25% whose smaller file is 256-1024 bytes shared no
+fingerprint, even with every window of the smaller file looked up). The
+index cannot hold a denser sample of every file without growing past a few
+percent of the corpus, so this pass looks from the other side, at
+collation: it takes a sample of each small file's own windows (all of them
+for the smallest), chosen by value, and streams every window of every file
+in scope through a table of those samples. A file holding a good share of a
+small file's sampled windows holds a good share of the small file: the pair
+is scored exactly with the others, and stored with the pair counts, so that
+a re-threshold still opens nothing.
+
+Sampling by value keeps the pass exact where it can be and bounded where
+it cannot: a small file of at most :data:`SAMPLE_WINDOWS` windows is taken
+whole (its hits are its exact intersection), a larger one keeps each window
+with probability ``SAMPLE_WINDOWS / |S(X)|``, so its hits are a binomial
+count of the shared windows, bounded as the fingerprints are
+(:data:`sif.core.evidence.CANDIDATE_Z`). Cost: one read and one pass of a
+rolling hash over every file of the scope's groups (numba, on all cores),
+one bitmap test a window, and the exact scoring of the pairs found.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.core import exactsets as _sets
+from sif.core.evidence import CANDIDATE_Z, poisson_bounds
+from sif.core.rolling import mix64
+from sif.events import Progress, ScanWarning, WarningSink
+from sif.similar.exact import EXACT_CACHE_BYTES, SMALL_EXACT_FLOOR, _exact
+from sif.similar.model import SimilarStats
+from sif.windowsets import Src, WindowSets
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+
+#: Files under this many bytes are looked for in all others (the issue's 256-1024 B
+#: class, and the smaller ones).
+SMALL_PASS_BYTES = 1024
+#: Sampled windows a small file keeps (all of them when it has fewer).
+SAMPLE_WINDOWS = 64
+#: Work items a job when streaming (each carries the table: a few MB).
+STREAM_CHUNKS_PER_JOB = 4
+
+
+@dataclass(frozen=True)
+class _Table:
+    """The sampled windows of the small files: sorted values, their owners, lookups."""
+
+    values: I64
+    owners: I32  # row of the owner in ``files``
+    offsets: I32
+    bits: int
+    filter: npt.NDArray[np.uint8]
+    fbits: int
+    n_owners: int
+
+
+@dataclass(frozen=True)
+class _Streamed:
+    """The hits of a chunk of files: (owner row, file row, distinct sampled windows held)."""
+
+    owner: I32
+    row: I32
+    hits: I32
+    files_read: int
+    bytes_read: int
+    changed: int
+    warnings: tuple[ScanWarning, ...]
+
+
+def _sources(files: dict[str, npt.NDArray[Any]]) -> list[Src]:
+    return [
+        (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
+        for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
+    ]
+
+
+def _sample(s: I64) -> I64:
+    """The windows of ``s`` kept by value: all up to :data:`SAMPLE_WINDOWS`, else about as many."""
+    if len(s) <= SAMPLE_WINDOWS:
+        return s
+    mixed = mix64(s.view(np.uint64))
+    cut = np.uint64(int(SAMPLE_WINDOWS / len(s) * 2.0**64))
+    return s[mixed < cut]
+
+
+def _table(
+    rows: I64,
+    files: dict[str, npt.NDArray[Any]],
+    srcs: list[Src],
+    window: int,
+    normalize: str,
+    on_warning: WarningSink,
+) -> tuple[_Table, I64, I64, int, int]:
+    """The table of the small files ``rows``; their window counts and sample sizes; reads."""
+    digests = {int(files["id"][r]): bytes(files["digest"][r]) for r in rows.tolist()}
+    sets = WindowSets(window, EXACT_CACHE_BYTES, normalize, digests, on_warning, jit=False)
+    n_windows = np.zeros(len(files["id"]), dtype=np.int64)
+    n_sample = np.zeros(len(files["id"]), dtype=np.int64)
+    parts: list[I64] = []
+    owners: list[I32] = []
+    for r in rows.tolist():
+        fid = int(files["id"][r])
+        s = sets.get(fid, srcs[r])
+        sets.release(fid, srcs[r])
+        if s is None or not len(s):
+            continue
+        kept = _sample(s)
+        n_windows[r], n_sample[r] = len(s), len(kept)
+        parts.append(kept)
+        owners.append(np.full(len(kept), r, dtype=np.int32))
+    values = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    own = np.concatenate(owners) if owners else np.empty(0, np.int32)
+    order = np.argsort(values, kind="stable")
+    values, own = values[order], own[order]
+    bits = max(1, min(30, len(values).bit_length() - 1))
+    fbits = min(34, bits + 4)
+    k = _sets._compiled()
+    table = _Table(
+        values,
+        own,
+        k["offsets"](values, bits),
+        bits,
+        k["filter"](values, fbits),
+        fbits,
+        len(files["id"]),
+    )
+    return table, n_windows, n_sample, sets.files_read, sets.bytes_read
+
+
+def _stream_chunk(
+    job: tuple[int, str, _Table, dict[int, bytes], list[tuple[int, int, Src]]],
+) -> _Streamed:
+    """Every window of each file of a chunk through the table (a worker's item)."""
+    window, normalize, table, digests, items = job
+    k = _sets._compiled()
+    stamp = np.full(len(table.values), -1, dtype=np.int32)
+    hits = np.zeros(table.n_owners, dtype=np.int32)
+    marks = {"next": 0}
+
+    def probe(data: bytes) -> npt.NDArray[np.int32]:
+        arr = np.frombuffer(data, dtype=np.uint8)
+        if len(arr) < window or not len(table.values):
+            return np.empty((2, 0), dtype=np.int32)
+        w = k["values"](arr, window, np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window))
+        marks["next"] += 1
+        owners, counts = k["probe"](
+            w.view(np.int64),
+            table.values,
+            table.owners,
+            table.offsets,
+            table.bits,
+            table.filter,
+            table.fbits,
+            stamp,
+            marks["next"],
+            hits,
+        )
+        return np.stack([owners, counts])
+
+    warnings: list[ScanWarning] = []
+    sets = WindowSets(window, 1 << 20, normalize, digests, warnings.append, make=probe)
+    for _, fid, src in items:
+        sets.want(fid, src)
+    o_parts, r_parts, h_parts = [], [], []
+    for row, fid, src in items:
+        got = sets.get(fid, src)
+        sets.release(fid, src)
+        if got is None or not got.shape[1]:
+            continue
+        o_parts.append(got[0])
+        r_parts.append(np.full(got.shape[1], row, dtype=np.int32))
+        h_parts.append(got[1])
+
+    def cat(parts: list[I32]) -> I32:
+        return np.concatenate(parts) if parts else np.empty(0, np.int32)
+
+    return _Streamed(
+        cat(o_parts),
+        cat(r_parts),
+        cat(h_parts),
+        sets.files_read,
+        sets.bytes_read,
+        sets.changed,
+        tuple(warnings),
+    )
+
+
+def small_pass(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    window: int,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+    pool: Any = None,
+    jobs: int = 1,
+) -> dict[str, npt.NDArray[Any]]:
+    """New pairs (not in ``cols``) of a small file and a file holding much of it, scored exactly.
+
+    The small files are those under :data:`SMALL_PASS_BYTES` with at least
+    one window; a file of the same group holding their sampled windows is a
+    candidate when the upper bound of its containment reaches
+    :data:`sif.similar.exact.SMALL_EXACT_FLOOR` (a fixed floor, as for pairs
+    of small files: the exact scores are stored, whatever the threshold).
+    Returns the pair columns of ``cols`` (``shared`` 0: no shared
+    fingerprint) with their exact scores (NaN where a file could not be read
+    again or changed). Counted in ``stats.small_*`` and ``stats.exact_*``.
+    Cost: see the module.
+    """
+    t0 = time.perf_counter()
+    try:
+        return _small_pass(cols, files, window, stats, on_warning, progress, pool, jobs)
+    finally:
+        stats.seconds_small += time.perf_counter() - t0
+
+
+def _small_pass(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    window: int,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+    pool: Any,
+    jobs: int,
+) -> dict[str, npt.NDArray[Any]]:
+    """:func:`small_pass`, untimed."""
+    from sif.executors.local import shared_map
+
+    empty = {k: v[:0] for k, v in cols.items()}
+    size = np.asarray(files["size"], dtype=np.int64)
+    grp = np.asarray(files["grp"])
+    small = np.flatnonzero((size >= window) & (size < SMALL_PASS_BYTES))
+    if not len(small):
+        return empty
+    srcs = _sources(files)
+    normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
+    table, n_windows, n_sample, f_read, b_read = _table(
+        small, files, srcs, window, normalize, on_warning
+    )
+    stats.small_files += int(np.count_nonzero(n_windows))
+    stats.small_files_read += f_read
+    stats.small_bytes_read += b_read
+    if not len(table.values):
+        return empty
+    # Every file of a group holding a small file, dealt by size into a few chunks a job
+    # of about equal bytes (the table goes with each chunk).
+    wanted = np.flatnonzero(np.isin(grp, np.unique(grp[small])) & (size >= window))
+    wanted = wanted[np.argsort(-size[wanted], kind="stable")]
+    jobs = max(1, jobs if pool is not None else 1)
+    ids = files["id"]
+    chunks = []
+    n_chunks = max(1, min(STREAM_CHUNKS_PER_JOB * jobs, len(wanted)))
+    for c in range(n_chunks):
+        part = sorted(wanted[c::n_chunks].tolist())  # in the tree's order: an archive once
+        items = [(r, int(ids[r]), srcs[r]) for r in part]
+        digests = {int(ids[r]): bytes(files["digest"][r]) for r in part}
+        chunks.append((window, normalize, table, digests, items))
+    progress.stage("small files held by others", len(wanted), unit="files")
+    owner, row, hits = [], [], []
+    for i, done in shared_map(_stream_chunk, chunks, pool):
+        for w in done.warnings:
+            on_warning(w)
+        owner.append(done.owner)
+        row.append(done.row)
+        hits.append(done.hits)
+        stats.small_files_read += done.files_read
+        stats.small_bytes_read += done.bytes_read
+        progress.advance(len(chunks[i][4]))
+    o = np.concatenate(owner).astype(np.int64)
+    r = np.concatenate(row).astype(np.int64)
+    h = np.concatenate(hits).astype(np.float64)
+    keep = (o != r) & (grp[o] == grp[r])
+    o, r, h = o[keep], r[keep], h[keep]
+    # Containment of the small file in the other, from its sampled windows held: exact
+    # when the sample is the whole set, else a binomial count bounded as a Poisson one.
+    whole = n_sample[o] == n_windows[o]
+    _, hi = poisson_bounds(h, CANDIDATE_Z)
+    rate = n_sample[o] / np.maximum(n_windows[o], 1)
+    upper = np.where(whole, h, hi / np.maximum(rate, 1e-12)) / np.maximum(n_windows[o], 1)
+    cand = upper >= SMALL_EXACT_FLOOR
+    o, r = o[cand], r[cand]
+    a = np.minimum(ids[o], ids[r]).astype(np.uint64)
+    b = np.maximum(ids[o], ids[r]).astype(np.uint64)
+    key = np.unique((a << np.uint64(32)) | b)  # a pair of two small files is found twice
+    known = (cols["a"].astype(np.uint64) << np.uint64(32)) | cols["b"].astype(np.uint64)
+    key = key[~np.isin(key, known)]
+    stats.small_candidates += len(key)
+    if not len(key):
+        return empty
+    zero = np.zeros(len(key), dtype=np.uint32)
+    new = {
+        "a": (key >> np.uint64(32)).astype(np.uint32),
+        "b": (key & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+        "shared": zero,
+        "hits_a": zero,
+        "hits_b": zero,
+        "exact_ab": np.full(len(key), np.nan),
+        "exact_ba": np.full(len(key), np.nan),
+    }
+    id_sorted = np.asarray(ids, dtype=np.uint32)
+    ia, ib = np.searchsorted(id_sorted, new["a"]), np.searchsorted(id_sorted, new["b"])
+    todo = np.arange(len(key), dtype=np.int64)
+    _exact(todo, ia, ib, files, window, new, stats, on_warning, progress, pool, jobs)
+    return new

@@ -1,0 +1,103 @@
+"""The small-file pass: a small file held by a larger one that shares no fingerprint with it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sif.core.exactkernels import bit_filter, bucket_offsets, probe_hits
+from textgen import text
+
+
+def sif(*args: object) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "sif", *map(str, args)], capture_output=True, text=True
+    )
+    assert run.returncode in (0, 1), run.stderr
+    return run
+
+
+def truth(a: bytes, b: bytes) -> float:
+    sa = {a[i : i + 50] for i in range(len(a) - 49)}
+    sb = {b[i : i + 50] for i in range(len(b) - 49)}
+    inter = len(sa & sb)
+    return 100.0 * max(inter / len(sa), inter / len(sb))
+
+
+def _pairs(run: subprocess.CompletedProcess[str]) -> dict[frozenset[str], dict[str, object]]:
+    out = {}
+    for line in run.stdout.splitlines():
+        r = json.loads(line)
+        out[frozenset((Path(str(r["a"])).name, Path(str(r["b"])).name))] = r
+    return out
+
+
+def test_small_files_inside_a_larger_one_are_found_without_a_shared_fingerprint(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "t"
+    tree.mkdir()
+    big = text(7, 60_000)
+    (tree / "big.txt").write_bytes(big)
+    # 400-byte passages of big.txt that hold none of its sampled fingerprints (winnowing
+    # keeps one window in about 256 there): the collation cannot pair them.
+    (tree / "whole.txt").write_bytes(big[17_500:17_900])
+    (tree / "part.txt").write_bytes(big[47_500:47_750] + text(8, 250))
+    (tree / "other.txt").write_bytes(text(9, 400))  # unrelated
+    idx = tmp_path / "idx"
+    run = sif("similar", "--index", idx, "-t", "25", "--format", "json", tree)
+    pairs = _pairs(run)
+    assert "small files looked for in all others" in run.stderr
+    whole = pairs[frozenset(("big.txt", "whole.txt"))]
+    part = pairs[frozenset(("big.txt", "part.txt"))]
+    for r, name in ((whole, "whole.txt"), (part, "part.txt")):
+        assert r["shared"] == 0  # found by the pass, not by a fingerprint
+        assert r["score_exact"] is True
+        want = truth((tree / name).read_bytes(), big)
+        assert abs(float(str(r["score"])) - want) < 0.01
+    assert float(str(whole["score"])) == 100.0
+    assert not any("other.txt" in k for k in pairs)
+    # The scores are stored: a re-threshold reuses them and still shows the pairs.
+    again = sif("similar", "--index", idx, "-t", "40", "--format", "json", tree)
+    assert "reusing" in again.stderr or "reused" in again.stderr
+    assert frozenset(("big.txt", "whole.txt")) in _pairs(again)
+    # --fast shares the stored pairs: the pass's pairs are exact there too.
+    fast = _pairs(sif("similar", "--index", idx, "--fast", "-t", "25", "--format", "json", tree))
+    assert fast[frozenset(("big.txt", "whole.txt"))]["score_exact"] is True
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 40), min_size=0, max_size=30), min_size=1, max_size=6),
+    st.lists(st.integers(0, 60), min_size=0, max_size=200),
+)
+def test_probe_counts_each_owner_s_distinct_windows_held(
+    owners: list[list[int]], windows: list[int]
+) -> None:
+    # Small integers stand for window values, spread over the 64-bit range.
+    spread = np.int64(0x9E3779B97F4A7C15 - (1 << 64))
+    sets = [np.unique(np.array(o, dtype=np.int64)) * spread for o in owners]
+    values = np.concatenate(sets) if sets else np.empty(0, np.int64)
+    own = np.concatenate([np.full(len(s), i, dtype=np.int32) for i, s in enumerate(sets)])
+    order = np.argsort(values, kind="stable")
+    values, own = values[order], own[order]
+    if not len(values):
+        return
+    bits = max(1, min(30, len(values).bit_length() - 1))
+    fbits = bits + 4
+    off, f = bucket_offsets(values, bits), bit_filter(values, fbits)
+    stamp = np.full(len(values), -1, dtype=np.int32)
+    hits = np.zeros(len(sets), dtype=np.int32)
+    w = np.array(windows, dtype=np.int64) * spread
+    for mark in (1, 2):  # a second file with the same windows counts again
+        got_o, got_c = probe_hits(w, values, own, off, bits, f, fbits, stamp, mark, hits)
+        got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
+        want = {i: len(set(s.tolist()) & set(w.tolist())) for i, s in enumerate(sets)}
+        assert got == {i: c for i, c in want.items() if c}
+        assert not hits.any()
