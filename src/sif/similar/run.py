@@ -65,13 +65,20 @@ _MEMORY_LIMIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B|%)?\s*$", re.IGN
 
 
 def _run_key(
-    pid: int, generation: str, roots: Sequence[str], max_df: int, ids: npt.NDArray[Any]
+    pid: int,
+    generation: str,
+    roots: Sequence[str],
+    max_df: int,
+    ids: npt.NDArray[Any],
+    small_pass: bool = True,
 ) -> str:
     """What stored pair counts were made from: another key, another collation.
 
     The parameter set, the index generation, the roots, ``max_df``, the files
     in scope (``ids``: a filter changes them, and with them the stop-fingerprints)
-    and :data:`RULES_VERSION`.
+    and :data:`RULES_VERSION`; and whether the small-file pass ran
+    (:mod:`sif.similar.smallpass`: by default, not under ``--fast``, which
+    reads no file again), so that each mode stores its own pairs.
     """
     scope = hashlib.blake2b(np.asarray(ids, dtype=np.uint32).tobytes(), digest_size=16)
     return json.dumps(
@@ -82,6 +89,7 @@ def _run_key(
             "max_df": max_df,
             "scope": scope.hexdigest(),
             "rules": RULES_VERSION,
+            "small_pass": small_pass,
         },
         sort_keys=True,
     )
@@ -230,7 +238,14 @@ def _find(
             con, pid, root_list, walked=walked.paths if walked is not None else None
         )
         stats.files = len(files["id"])
-        key = _run_key(pid, pairdb.meta(con, "generation"), root_list, options.max_df, files["id"])
+        key = _run_key(
+            pid,
+            pairdb.meta(con, "generation"),
+            root_list,
+            options.max_df,
+            files["id"],
+            options.exact,
+        )
         t0 = time.perf_counter()
         loaded = pairdb.load_pairs(con, key)
         if loaded is not None:
@@ -256,10 +271,11 @@ def _find(
             _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs)
             tiny = _identical_unfingerprinted(files, options.max_df)
             cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
-            held = small_pass(
-                cols, files, fp_params.window, stats, on_warning, progress, pool, jobs
-            )
-            cols = {k: np.concatenate([v, held[k]]) for k, v in cols.items()}
+            if options.exact:  # --fast reads no file again
+                held = small_pass(
+                    cols, files, fp_params.window, stats, on_warning, progress, pool, jobs
+                )
+                cols = {k: np.concatenate([v, held[k]]) for k, v in cols.items()}
             try:
                 pairdb.store_pairs(con, key, cols, stats.stopped, digest)
             except duckdb.OutOfMemoryException:
@@ -331,7 +347,14 @@ def _reuse_unchanged(
         if pid is None:
             return None
         files = pairdb.scope(con, pid, root_list, groups=False, walked=walked.paths)
-        key = _run_key(pid, pairdb.meta(con, "generation"), root_list, options.max_df, files["id"])
+        key = _run_key(
+            pid,
+            pairdb.meta(con, "generation"),
+            root_list,
+            options.max_df,
+            files["id"],
+            options.exact,
+        )
         run = pairdb.stored_run(con, key)
         if run is None or run[1] != digest:
             return None
