@@ -11,6 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sif.core import exactsets
 from sif.core.exactkernels import bit_filter, bucket_offsets, probe_hits
 from textgen import text
 
@@ -78,17 +79,20 @@ def test_small_files_inside_a_larger_one_are_found_without_a_shared_fingerprint(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.lists(st.integers(0, 40), min_size=0, max_size=30), min_size=1, max_size=6),
-    st.lists(st.integers(0, 60), min_size=0, max_size=200),
+    st.lists(st.binary(min_size=0, max_size=120), min_size=1, max_size=5),
+    st.lists(st.integers(0, 4), min_size=0, max_size=6),
+    st.binary(min_size=0, max_size=300),
 )
 def test_probe_counts_each_owner_s_distinct_windows_held(
-    owners: list[list[int]], windows: list[int]
+    owners: list[bytes], pieces: list[int], noise: bytes
 ) -> None:
-    # Small integers stand for window values, spread over the 64-bit range.
-    spread = np.int64(0x9E3779B97F4A7C15 - (1 << 64))
-    sets = [np.unique(np.array(o, dtype=np.int64)) * spread for o in owners]
-    values = np.concatenate(sets) if sets else np.empty(0, np.int64)
-    own = np.concatenate([np.full(len(s), i, dtype=np.int32) for i, s in enumerate(sets)])
+    window = 20  # short windows: small examples share some
+    sets = [exactsets.window_set(o, window) for o in owners]
+    # A file of owners' bytes (some repeated) and noise.
+    data = noise[:50] + b"".join(owners[p % len(owners)] for p in pieces) + noise[50:]
+    held = set(exactsets.window_set(data, window).tolist())
+    values = np.concatenate(sets)
+    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
     order = np.argsort(values, kind="stable")
     values, own = values[order], own[order]
     if not len(values):
@@ -98,10 +102,14 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
     off, f = bucket_offsets(values, bits), bit_filter(values, fbits)
     stamp = np.full(len(values), -1, dtype=np.int32)
     hits = np.zeros(len(sets), dtype=np.int32)
-    w = np.array(windows, dtype=np.int64) * spread
-    for mark in (1, 2):  # a second file with the same windows counts again
-        got_o, got_c = probe_hits(w, values, own, off, bits, f, fbits, stamp, mark, hits)
+    arr = np.frombuffer(data, dtype=np.uint8)
+    base = np.uint64(exactsets.BASE)
+    top = exactsets._top_power(exactsets.BASE, window)
+    for mark in (1, 2):  # a second file with the same bytes counts again
+        got_o, got_c = probe_hits(
+            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits
+        )
         got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
-        want = {i: len(set(s.tolist()) & set(w.tolist())) for i, s in enumerate(sets)}
+        want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}
         assert got == {i: c for i, c in want.items() if c}
         assert not hits.any()

@@ -44,6 +44,9 @@ class WindowSets:
     ``make``: what to keep of each checked content instead of its window set
     (an array: anything with ``nbytes``), as the small-file pass keeps which
     small files' windows a file holds (:mod:`sif.similar.smallpass`).
+    ``sizes``: check content by its indexed size alone, not its digest
+    (``digests`` unused): for a pass that only picks candidates, which are
+    checked byte for byte when scored.
     """
 
     def __init__(
@@ -55,9 +58,11 @@ class WindowSets:
         on_warning: WarningSink,
         jit: bool = True,
         make: Callable[[bytes], Any] | None = None,
+        sizes: dict[int, int] | None = None,
     ) -> None:
         self.window = window
         self.make = make
+        self.sizes = sizes
         self.jit = jit
         self.budget = budget
         self.normalize = normalize
@@ -132,7 +137,10 @@ class WindowSets:
 
     def _set_if_indexed(self, fid: int, data: bytes) -> bool:
         """Keep the window set of ``data`` if it is the content indexed as ``fid``."""
-        if blake3.blake3(data).digest() != self.digests.get(fid):
+        if self.sizes is not None:
+            if len(data) != self.sizes.get(fid):
+                return False
+        elif blake3.blake3(data).digest() != self.digests.get(fid):
             return False
         if self.make is not None:
             self._keep(fid, self.make(data))

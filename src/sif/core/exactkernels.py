@@ -177,7 +177,10 @@ def count_in(
 
 @njit(cache=True, nogil=True)
 def probe_hits(
-    w: I64,
+    data: U8,
+    window: int,
+    base: np.uint64,
+    top: np.uint64,
     s: I64,
     own: npt.NDArray[np.int32],
     off: npt.NDArray[np.int32],
@@ -188,26 +191,35 @@ def probe_hits(
     mark: int,
     hits: npt.NDArray[np.int32],
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:  # pragma: no cover
-    """Which owners' sampled windows the window values ``w`` of one file hold, and how many.
+    """Which owners' sampled windows the bytes ``data`` hold, and how many distinct ones.
 
-    ``s`` is a sorted table of window values (repeats allowed: one entry an
-    owner), ``own`` the owner of each entry, ``off``/``f`` its bucket offsets
-    (:func:`bucket_offsets`) and bitmap (:func:`bit_filter`). Each entry
-    counts once per file however often the file repeats the window: an entry
-    seen is stamped with ``mark`` (a number new for each file; ``stamp``
-    starts at -1). ``hits`` (one counter an owner, all 0) is used as scratch
-    and left all 0. Returns (owners, distinct entries of each held). One pass
-    over ``w``; most values stop at the bitmap.
+    The Karp-Rabin value of every ``window``-byte substring (as
+    :func:`window_values`, computed on the fly: no array of values) is
+    looked up in a sorted table ``s`` of window values (repeats allowed: one
+    entry an owner), ``own`` the owner of each entry, ``off``/``f`` its
+    bucket offsets (:func:`bucket_offsets`) and bitmap (:func:`bit_filter`).
+    Each entry counts once per file however often the file repeats the
+    window: an entry seen is stamped with ``mark`` (a number new for each
+    file; ``stamp`` starts at -1). ``hits`` (one counter an owner, all 0) is
+    scratch and left all 0. Returns (owners, distinct entries of each held).
+    One pass over ``data``; most windows stop at the bitmap.
     """
     shift = np.uint64(64 - bits)
     fshift = np.uint64(64 - fbits)
     touched = np.empty(64, dtype=np.int32)
     nt = 0
-    for v in w:
-        u = np.uint64(v) ^ _SIGN
+    m = len(data) - window + 1
+    h = np.uint64(0)
+    for i in range(min(window, len(data))):
+        h = h * base + np.uint64(data[i])
+    for i in range(max(m, 0)):
+        if i:
+            h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
+        u = h ^ _SIGN
         k = u >> fshift
         if not (f[k >> np.uint64(3)] >> np.uint8(k & np.uint64(7))) & np.uint8(1):
             continue
+        v = np.int64(h)
         b = np.int64(u >> shift)
         for t in range(off[b], off[b + 1]):
             if s[t] == v and stamp[t] != mark:

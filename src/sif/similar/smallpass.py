@@ -148,23 +148,32 @@ def _table(
 
 
 def _stream_chunk(
-    job: tuple[int, str, _Table, dict[int, bytes], list[tuple[int, int, Src]]],
+    job: tuple[int, str, _Table, dict[int, int], list[tuple[int, int, Src]]],
 ) -> _Streamed:
-    """Every window of each file of a chunk through the table (a worker's item)."""
-    window, normalize, table, digests, items = job
+    """Every window of each file of a chunk through the table (a worker's item).
+
+    Content is checked by its indexed size only: a file that changed since it
+    was indexed can give a wrong candidate, never a wrong score (the exact
+    pass checks every byte against the indexed digest).
+    """
+    window, normalize, table, sizes, items = job
     k = _sets._compiled()
     stamp = np.full(len(table.values), -1, dtype=np.int32)
     hits = np.zeros(table.n_owners, dtype=np.int32)
     marks = {"next": 0}
 
+    base, top = np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window)
+
     def probe(data: bytes) -> npt.NDArray[np.int32]:
         arr = np.frombuffer(data, dtype=np.uint8)
         if len(arr) < window or not len(table.values):
             return np.empty((2, 0), dtype=np.int32)
-        w = k["values"](arr, window, np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window))
         marks["next"] += 1
         owners, counts = k["probe"](
-            w.view(np.int64),
+            arr,
+            window,
+            base,
+            top,
             table.values,
             table.owners,
             table.offsets,
@@ -178,7 +187,7 @@ def _stream_chunk(
         return np.stack([owners, counts])
 
     warnings: list[ScanWarning] = []
-    sets = WindowSets(window, 1 << 20, normalize, digests, warnings.append, make=probe)
+    sets = WindowSets(window, 1 << 20, normalize, {}, warnings.append, make=probe, sizes=sizes)
     for _, fid, src in items:
         sets.want(fid, src)
     o_parts, r_parts, h_parts = [], [], []
@@ -274,8 +283,8 @@ def _small_pass(
     for c in range(n_chunks):
         part = sorted(wanted[c::n_chunks].tolist())  # in the tree's order: an archive once
         items = [(r, int(ids[r]), srcs[r]) for r in part]
-        digests = {int(ids[r]): bytes(files["digest"][r]) for r in part}
-        chunks.append((window, normalize, table, digests, items))
+        sizes = {int(ids[r]): int(size[r]) for r in part}
+        chunks.append((window, normalize, table, sizes, items))
     progress.stage("small files held by others", len(wanted), unit="files")
     owner, row, hits = [], [], []
     for i, done in shared_map(_stream_chunk, chunks, pool):
