@@ -96,7 +96,8 @@ def pending_exact(
     """The rows of the pairs to score exactly that have no exact score yet.
 
     Under ``exact`` (the default): every pair whose sampled score could reach
-    the threshold (its 97.7% upper bound, :data:`CANDIDATE_Z`, does); none
+    the threshold (its 97.7% upper bound, :data:`CANDIDATE_Z`, does), and
+    every pair of the small-file pass (:mod:`sif.similar.smallpass`); none
     under ``--fast``. Pure; O(pairs).
     """
     if not options.exact:
@@ -105,6 +106,8 @@ def pending_exact(
     shared = cols["shared"]
     _, high = score_bounds(shared, e.est, CANDIDATE_Z)
     cand = e.ok & (high >= options.threshold) & (shared >= max(options.min_shared, 1))
+    # A pair of the small-file pass (no shared fingerprint; its own bound chose it).
+    cand |= e.ok & (shared == 0)
     return np.flatnonzero(cand & np.isnan(cols["exact_ab"]))
 
 

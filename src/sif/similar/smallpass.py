@@ -38,7 +38,7 @@ from sif.core import exactsets as _sets
 from sif.core.evidence import CANDIDATE_Z, poisson_bounds
 from sif.core.rolling import mix64
 from sif.events import Progress, ScanWarning, WarningSink
-from sif.similar.exact import EXACT_CACHE_BYTES, _exact
+from sif.similar.exact import EXACT_CACHE_BYTES
 from sif.similar.model import SimilarStats
 from sif.windowsets import Src, WindowSets
 
@@ -224,7 +224,7 @@ def small_pass(
     pool: Any = None,
     jobs: int = 1,
 ) -> dict[str, npt.NDArray[Any]]:
-    """New pairs (not in ``cols``) of a small file and a file holding much of it, scored exactly.
+    """New pairs (not in ``cols``) of a small file and a file holding much of it, to score.
 
     The small files are those under :data:`SMALL_PASS_BYTES` with at least
     one window; a file of the same group holding their sampled windows is a
@@ -232,8 +232,9 @@ def small_pass(
     :data:`SMALL_PASS_FLOOR` (a fixed floor: the exact scores are stored,
     whatever the threshold).
     Returns the pair columns of ``cols`` (``shared`` 0: no shared
-    fingerprint) with their exact scores (NaN where a file could not be read
-    again or changed). Counted in ``stats.small_*`` and ``stats.exact_*``.
+    fingerprint), exact scores NaN: the exact pass scores them with the
+    other candidates (:func:`sif.similar.score.pending_exact`), each larger
+    file read once for all its partners. Counted in ``stats.small_*``.
     Cost: see the module.
     """
     t0 = time.perf_counter()
@@ -327,8 +328,4 @@ def _small_pass(
         "exact_ab": np.full(len(key), np.nan),
         "exact_ba": np.full(len(key), np.nan),
     }
-    id_sorted = np.asarray(ids, dtype=np.uint32)
-    ia, ib = np.searchsorted(id_sorted, new["a"]), np.searchsorted(id_sorted, new["b"])
-    todo = np.arange(len(key), dtype=np.int64)
-    _exact(todo, ia, ib, files, window, new, stats, on_warning, progress, pool, jobs)
     return new
