@@ -65,7 +65,8 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
     "--fast",
     is_flag=True,
     help="Compare -t with the sampled estimate (no file read again), shown with its "
-    "90% interval; measured error in the README.",
+    "90% interval; no search for small files held by others that share no "
+    "fingerprint with them; measured error in the README.",
 )
 @click.option("--exact", is_flag=True, hidden=True, help="The default (kept for old scripts).")
 @click.option(
