@@ -102,12 +102,13 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
     off, f = bucket_offsets(values, bits), bit_filter(values, fbits)
     stamp = np.full(len(values), -1, dtype=np.int32)
     hits = np.zeros(len(sets), dtype=np.int32)
+    seen = np.empty(len(values), dtype=np.int32)
     arr = np.frombuffer(data, dtype=np.uint8)
     base = np.uint64(exactsets.BASE)
     top = exactsets._top_power(exactsets.BASE, window)
     for mark in (1, 2):  # a second file with the same bytes counts again
         got_o, got_c = probe_hits(
-            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits
+            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits, seen
         )
         got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
         want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}

@@ -69,7 +69,7 @@ class _Table:
     owners: I32  # row of the owner in ``files``
     offsets: I32
     bits: int
-    filter: npt.NDArray[np.uint8]
+    filter: npt.NDArray[np.uint64]
     fbits: int
     n_owners: int
 
@@ -133,7 +133,7 @@ def _table(
     order = np.argsort(values, kind="stable")
     values, own = values[order], own[order]
     bits = max(1, min(30, len(values).bit_length() - 1))
-    fbits = min(34, bits + 4)
+    fbits = min(34, bits + 5)  # 16-32 bits an entry: each window is one test of it
     k = _sets._compiled()
     table = _Table(
         values,
@@ -160,6 +160,7 @@ def _stream_chunk(
     k = _sets._compiled()
     stamp = np.full(len(table.values), -1, dtype=np.int32)
     hits = np.zeros(table.n_owners, dtype=np.int32)
+    seen = np.empty(len(table.values), dtype=np.int32)
     marks = {"next": 0}
 
     base, top = np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window)
@@ -183,6 +184,7 @@ def _stream_chunk(
             stamp,
             marks["next"],
             hits,
+            seen,
         )
         return np.stack([owners, counts])
 
