@@ -31,6 +31,8 @@ _EXPORTS = {
     "SimilarSet": "sif.similar",
     "SimilarStats": "sif.similar",
     "build_index": "sif.index",
+    "PairStore": "sif.index.pairstore",
+    "Engine": "sif.executors.engine",
     "IndexStats": "sif.index",
     "open_reader": "sif.index",
     "IndexReader": "sif.index",
@@ -75,6 +77,7 @@ __all__ = [
     "ContentOptions",
     "DirectoryShare",
     "DupesStats",
+    "Engine",
     "ExplainedFile",
     "Explanation",
     "FileComparison",
@@ -91,6 +94,7 @@ __all__ = [
     "InputError",
     "Match",
     "OutOfMemory",
+    "PairStore",
     "Passage",
     "Progress",
     "QueryResult",
@@ -146,8 +150,10 @@ if TYPE_CHECKING:
     )
     from sif.events import Progress, ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
+    from sif.executors.engine import Engine
     from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
     from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
+    from sif.index.pairstore import PairStore
     from sif.passages import ExplainedFile, Explanation, Passage, explain
     from sif.query import Match, QueryResult, query_files
     from sif.records import FileRecord, RecordColumns
