@@ -33,6 +33,7 @@ _EXPORTS = {
     "build_index": "sif.index",
     "PairStore": "sif.index.pairstore",
     "Engine": "sif.executors.engine",
+    "DaskEngine": "sif.executors.dask",
     "IndexStats": "sif.index",
     "open_reader": "sif.index",
     "IndexReader": "sif.index",
@@ -55,6 +56,7 @@ _EXPORTS = {
     "InputError": "sif.errors",
     "OutOfMemory": "sif.errors",
     "WorkerDied": "sif.errors",
+    "EngineUnavailable": "sif.errors",
     "checksum": "sif.core.fuzzysum",
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
@@ -75,9 +77,11 @@ __all__ = [
     "CompareStats",
     "ConfigError",
     "ContentOptions",
+    "DaskEngine",
     "DirectoryShare",
     "DupesStats",
     "Engine",
+    "EngineUnavailable",
     "ExplainedFile",
     "Explanation",
     "FileComparison",
@@ -139,6 +143,7 @@ if TYPE_CHECKING:
     from sif.core.fuzzysum import checksum, checksum_v2, compare_v2
     from sif.errors import (
         ConfigError,
+        EngineUnavailable,
         IndexCorrupt,
         IndexInUse,
         IndexParamsMismatch,
@@ -150,6 +155,7 @@ if TYPE_CHECKING:
     )
     from sif.events import Progress, ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
+    from sif.executors.dask import DaskEngine
     from sif.executors.engine import Engine
     from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
     from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
