@@ -179,6 +179,10 @@ def collate_part(
     return _pair_split(cols, splits), stopped, n
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
 def _split_of(result: tuple[list[Pairs], int, int], s: int) -> Pairs:
     return result[0][s]
 
@@ -264,7 +268,7 @@ class DaskEngine:
                 threads_per_worker=1,
                 processes=True,
                 memory_limit=self.memory_bytes if self.memory_bytes is not None else "auto",
-                dashboard_address=None,
+                dashboard_address=":0",  # a free port: other clusters may run here
                 silence_logs=logging.ERROR,
             )
             self._client = Client(self._cluster, set_as_default=False)
@@ -354,7 +358,7 @@ class DaskEngine:
         n = self.workers()
         parts = byte_parts(todo, n * PARTS_PER_WORKER)
         client = self.client
-        context = client.scatter([(params, anchors, content)], broadcast=True, hash=False)[0]
+        context = self._held((params, anchors, content))
         inflight: deque[Any] = deque()
         try:
             for i, part in enumerate(parts):
@@ -367,6 +371,14 @@ class DaskEngine:
             for f in inflight:
                 f.cancel()
             context.release()
+
+    def _held(self, value: Any) -> Any:
+        """A future of ``value`` that the cluster can make again if its worker dies.
+
+        A task that returns it (not a scatter: scattered data dies with its worker);
+        each worker that needs it fetches it once.
+        """
+        return self.client.submit(_identity, value, pure=False)
 
     def _result(self, future: Any) -> Any:
         """The value of ``future`` once done (:meth:`_completed`), which is then released."""
@@ -394,7 +406,7 @@ class DaskEngine:
             duck = min(duck, parse_size(memory_limit))
         duck_limit = f"{max(duck >> 20, 16)}MB"
         client = self.client
-        src = client.scatter(source, broadcast=True, hash=False)
+        src = self._held(source)
         splits = n
         collated = [
             client.submit(collate_part, src, lo, hi, max_df, 1, duck_limit, splits, pure=False)
