@@ -412,11 +412,18 @@ class DaskEngine:
             client.submit(collate_part, src, lo, hi, max_df, 1, duck_limit, splits, pure=False)
             for lo, hi in bucket_ranges(parts)
         ]
-        pieces = [
-            [client.submit(_split_of, c, s, pure=False) for c in collated] for s in range(splits)
+        sums = [
+            client.submit(
+                sum_split,
+                *[client.submit(_split_of, c, s, pure=False) for c in collated],
+                pure=False,
+            )
+            for s in range(splits)
         ]
-        sums = [client.submit(sum_split, *p, pure=False) for p in pieces]
         counts = [client.submit(_counts_of, c, pure=False) for c in collated]
+        # Held only by the tasks that need them: a partition's partial pairs are freed
+        # on its worker once both their splits and its counts are taken.
+        del collated
         try:
             out: list[Pairs] = []
             stopped = rows = 0
@@ -427,10 +434,9 @@ class DaskEngine:
                     rows += int(value[1])
                 else:
                     out.append(value)
-            del pieces
             return merge_pairs(out) if len(out) != 1 else out[0], stopped, rows
         finally:
-            for f in [*sums, *counts, *collated]:
+            for f in [*sums, *counts]:
                 f.cancel()
             src.release()
 

@@ -99,20 +99,46 @@ class SegmentRows:
     grp: npt.NDArray[np.uint8]
     total: int
     _open: list[Segment] | None = field(default=None, repr=False, compare=False)
+    _code: npt.NDArray[np.uint16] | None = field(default=None, repr=False, compare=False)
 
     def rows(self, lo: int, hi: int) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
         if self._open is None:
             self._open = [Segment(d) for d in self.directories]
+        code = self._codes()
         vparts, iparts = [], []
+        gparts: list[npt.NDArray[Any]] = []
         for seg in self._open:
             values, fids = seg.rows_between(lo, hi)
-            keep = in_scope(self.ids, fids)
+            if code is not None:  # one gather a row: group + 1, 0 out of scope
+                c = code[np.minimum(fids, len(code) - 1)]
+                keep = c > 0
+                gparts.append(c[keep] - 1)
+            else:
+                keep = in_scope(self.ids, fids)
+                gparts.append(self.grp[np.searchsorted(self.ids, fids[keep])])
             vparts.append(values[keep])
             iparts.append(fids[keep])
-        values = np.concatenate(vparts) if vparts else np.empty(0, np.uint32)
-        fids = np.concatenate(iparts) if iparts else np.empty(0, np.uint32)
-        grp = self.grp[np.searchsorted(self.ids, fids)] if len(self.ids) else self.grp[:0]
-        return values, fids, grp
+        if not vparts:
+            return np.empty(0, np.uint32), np.empty(0, np.uint32), np.empty(0, np.uint8)
+        return (
+            np.concatenate(vparts),
+            np.concatenate(iparts),
+            np.concatenate(gparts).astype(np.uint8),
+        )
+
+    def _codes(self) -> npt.NDArray[np.uint16] | None:
+        """A table from file id to its group + 1 (0: not in scope), when ids are dense enough.
+
+        At most 2 bytes per id up to the largest id in scope, and only when that is
+        under 8 times the ids in scope (else :func:`in_scope`'s binary search).
+        """
+        if self._code is None and len(self.ids):
+            top = int(self.ids[-1])
+            if top <= 8 * len(self.ids) + (1 << 20):
+                code = np.zeros(top + 2, dtype=np.uint16)  # the last slot: ids beyond
+                code[self.ids] = self.grp.astype(np.uint16) + 1
+                self._code = code
+        return self._code
 
     def close(self) -> None:
         for seg in self._open or ():
@@ -122,6 +148,7 @@ class SegmentRows:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_open"] = None  # memory maps stay in the process that opened them
+        state["_code"] = None  # made again where it is used
         return state
 
 
