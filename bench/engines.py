@@ -79,8 +79,11 @@ def child_tree(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter() - t0
     try:
         t1 = time.perf_counter()
+        cpu1 = _usage()["cpu"]
         stats = build_index(args.tree, index, jobs=args.jobs, engine=eng)
         t_index = time.perf_counter() - t1
+        cpu_index = _usage()["cpu"] - cpu1
+        workers_index = _worker_usage(eng)
         t2 = time.perf_counter()
         result = find_similar(
             args.tree,
@@ -105,6 +108,8 @@ def child_tree(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "start": started,
         "index": t_index,
+        "cpu_index": cpu_index,
+        "workers_index": workers_index,
         "similar": t_similar,
         "collate": result.stats.seconds_collate,
         "files": stats.files_read,
@@ -296,6 +301,8 @@ def main() -> None:
                 f"(collate {r['collate']:.2f} s, {r['rows']:,} rows, {r['pairs']:,} pairs); "
                 f"ratio index {r['index'] / base['index']:.2f}x, similar "
                 f"{r['similar'] / base['similar']:.2f}x; client cpu {r['client']['cpu']:.1f} s "
+                f"(index {r['cpu_index']:.1f} s; workers after it "
+                f"{_fmt_workers(r['workers_index'])}) "
                 f"rss {r['client']['rss_mb']:.0f} MB; workers {_fmt_workers(r['workers'])}; "
                 f"identical: {same}"
             )
