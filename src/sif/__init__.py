@@ -31,6 +31,9 @@ _EXPORTS = {
     "SimilarSet": "sif.similar",
     "SimilarStats": "sif.similar",
     "build_index": "sif.index",
+    "PairStore": "sif.index.pairstore",
+    "Engine": "sif.executors.engine",
+    "DaskEngine": "sif.executors.dask",
     "IndexStats": "sif.index",
     "open_reader": "sif.index",
     "IndexReader": "sif.index",
@@ -53,6 +56,7 @@ _EXPORTS = {
     "InputError": "sif.errors",
     "OutOfMemory": "sif.errors",
     "WorkerDied": "sif.errors",
+    "EngineUnavailable": "sif.errors",
     "checksum": "sif.core.fuzzysum",
     "checksum_v2": "sif.core.fuzzysum",
     "compare_v2": "sif.core.fuzzysum",
@@ -73,8 +77,11 @@ __all__ = [
     "CompareStats",
     "ConfigError",
     "ContentOptions",
+    "DaskEngine",
     "DirectoryShare",
     "DupesStats",
+    "Engine",
+    "EngineUnavailable",
     "ExplainedFile",
     "Explanation",
     "FileComparison",
@@ -91,6 +98,7 @@ __all__ = [
     "InputError",
     "Match",
     "OutOfMemory",
+    "PairStore",
     "Passage",
     "Progress",
     "QueryResult",
@@ -135,6 +143,7 @@ if TYPE_CHECKING:
     from sif.core.fuzzysum import checksum, checksum_v2, compare_v2
     from sif.errors import (
         ConfigError,
+        EngineUnavailable,
         IndexCorrupt,
         IndexInUse,
         IndexParamsMismatch,
@@ -146,8 +155,11 @@ if TYPE_CHECKING:
     )
     from sif.events import Progress, ScanWarning
     from sif.exact import DupesStats, Group, Replica, find_duplicates
+    from sif.executors.dask import DaskEngine
+    from sif.executors.engine import Engine
     from sif.fingerprint import AnchorSet, FingerprintParams, fingerprint_file, make_params
     from sif.index import IndexReader, IndexStats, build_index, default_index_path, open_reader
+    from sif.index.pairstore import PairStore
     from sif.passages import ExplainedFile, Explanation, Passage, explain
     from sif.query import Match, QueryResult, query_files
     from sif.records import FileRecord, RecordColumns

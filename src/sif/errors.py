@@ -10,6 +10,7 @@
     │   └── IndexParamsMismatch the index holds fingerprints made with other parameters
     ├── InputError              an input (a report, an anchor file, a digest list) is unreadable
     ├── OutOfMemory             a memory limit (``--memory-limit``) is too small for the work
+    ├── EngineUnavailable       an engine cannot run (its extra not installed, no scheduler)
     └── WorkerDied              a worker process died (the OOM killer, a signal): the run stopped
 
 Per-file problems met during a scan are never raised to the caller: they are
@@ -51,6 +52,10 @@ class InputError(SifError):
 
 class OutOfMemory(SifError):
     """The work does not fit under the memory limit it was given, even spilling to disk."""
+
+
+class EngineUnavailable(SifError):
+    """An engine cannot run: its extra is not installed, or its cluster cannot be reached."""
 
 
 class WorkerDied(SifError):

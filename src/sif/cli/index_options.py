@@ -196,3 +196,52 @@ def from_last_run(
     finally:
         reader.close()
     return params, anchors, mode
+
+
+def engine_options(func: F) -> F:
+    """``--engine embedded|dask``, ``--scheduler ADDRESS``, ``--workers N``."""
+    options = [
+        click.option(
+            "--engine",
+            type=click.Choice(["embedded", "dask"]),
+            default="embedded",
+            show_default=True,
+            help="Where files are fingerprinted and collated: here, or on a Dask cluster "
+            "(pip install 'sif[dask]'; workers must see the same paths).",
+        ),
+        click.option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="--engine dask: the address of a running Dask scheduler (tcp://host:8786) "
+            "[default: a local cluster].",
+        ),
+        click.option(
+            "--workers",
+            type=click.IntRange(1),
+            help="--engine dask without --scheduler: worker processes of the local cluster "
+            "[default: the cores].",
+        ),
+    ]
+    for opt in reversed(options):
+        func = opt(func)
+    return func
+
+
+def make_engine(
+    engine: str, scheduler: str | None, workers: int | None, memory_limit: str | None
+) -> Any:
+    """The engine asked for: ``None`` (embedded) or a :class:`sif.executors.dask.DaskEngine`.
+
+    Before any work: :class:`sif.errors.ConfigError` for Dask options without
+    ``--engine dask``, :class:`sif.errors.EngineUnavailable` (one line naming the
+    extra) when dask is not installed. ``memory_limit``: per worker.
+    """
+    from sif.errors import ConfigError
+
+    if engine != "dask":
+        if scheduler is not None or workers is not None:
+            raise ConfigError("--scheduler and --workers go with --engine dask")
+        return None
+    from sif.executors.dask import DaskEngine
+
+    return DaskEngine(scheduler, workers, memory_limit)

@@ -22,9 +22,11 @@ from sif.cli.common import (
 )
 from sif.cli.index_options import (
     content_options,
+    engine_options,
     fingerprint_options,
     from_last_run,
     index_option,
+    make_engine,
     normalize_from_options,
     params_from_options,
 )
@@ -91,14 +93,15 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 @click.option("--wait", is_flag=True, help="Wait while another process writes the index.")
 @click.option(
     "--memory-limit",
-    default=DEFAULT_MEMORY_LIMIT,
-    show_default=True,
-    help="DuckDB's memory for the collation; it spills to disk beyond.",
+    show_default=DEFAULT_MEMORY_LIMIT,
+    help="DuckDB's memory for the collation; it spills to disk beyond. With --engine "
+    "dask: memory per worker, half of it DuckDB's [default: the machine's shared out].",
 )
 @index_option
 @fingerprint_options
 @content_options
 @jobs_option
+@engine_options
 @walk_options
 @format_option("text", "json", "csv", "html")
 @click.option(
@@ -122,7 +125,7 @@ def similar(
     by: str,
     dirs: bool,
     wait: bool,
-    memory_limit: str,
+    memory_limit: str | None,
     index: str | None,
     scheme: str | None,
     anchors_file: str | None,
@@ -132,6 +135,9 @@ def similar(
     normalize: str | None,
     raw: bool,
     jobs: int | None,
+    engine: str,
+    scheduler: str | None,
+    workers: int | None,
     from_file: Any,
     null: bool,
     fmt: str,
@@ -152,6 +158,8 @@ def similar(
     (--by percent: the paper's percentage, which can exceed 100). --sets gives
     text or json (one set a line); csv lists pairs and refuses --sets. A
     second writer of the index fails with "index in use", or waits with --wait.
+    --engine dask fingerprints and collates on a Dask cluster (see sif index),
+    with the same results.
 
     Exit status: 0 done, 1 done with warnings, 2 usage error, 3 fatal error.
     """
@@ -190,6 +198,7 @@ def similar(
     mode = normalize_from_options(normalize, raw)
     location = index or default_index_path()
     params, anchors, mode = from_last_run(location, params, anchors, mode)
+    runner = make_engine(engine, scheduler, workers, memory_limit)
     warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     try:
@@ -201,15 +210,18 @@ def similar(
             options=options,
             walk=walk,
             jobs=jobs,
-            memory_limit=memory_limit,
+            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
             content=ContentOptions(normalize=mode) if mode else None,
             wait=wait,
             on_warning=warnings,
             progress=progress,
+            engine=runner,
         )
     finally:
         if progress is not None:
             progress.close()
+        if runner is not None:
+            runner.close()
     if dirs:
         from sif.compare.dirs import similar_directories
         from sif.report_compare import write_dir_pairs

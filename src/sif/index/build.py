@@ -28,6 +28,7 @@ from sif.core.anchors import AnchorSet
 from sif.core.sampling import JIT_MIN_BYTES
 from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import scan_entries
@@ -266,6 +267,7 @@ def build_index(
     progress: Progress | None = None,
     checkpoint_bytes: int = CHECKPOINT_BYTES,
     checkpoint_seconds: float = CHECKPOINT_SECONDS,
+    engine: Engine | None = None,
 ) -> IndexStats:
     """Make the index hold exactly the files under ``roots`` (under ``params``).
 
@@ -335,7 +337,12 @@ def build_index(
         last = time.monotonic()
         bulk = sum(t[3] for t in todo) >= 2 * JIT_MIN_BYTES
         jobs_in = ((bulk, b) for b in _batches(todo))
-        for _, results in shared_map(_scan_batch, jobs_in, pool):
+        mapped = (
+            engine.scan(todo, bulk, params, anchors, content)
+            if engine is not None
+            else shared_map(_scan_batch, jobs_in, pool)
+        )
+        for _, results in mapped:
             for r in results:
                 for w in r.warnings:
                     on_warning(w)

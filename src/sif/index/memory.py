@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from sif.core.anchors import AnchorSet
 from sif.fingerprint import FingerprintParams
+from sif.index.pairstore import in_scope
+from sif.index.segments import BUCKET_BITS
 from sif.index.store import (
     I64,
     U32,
@@ -22,9 +29,31 @@ from sif.index.store import (
     view_code,
 )
 
+Columns = dict[str, npt.NDArray[Any]]
+
+
+@dataclass
+class MemoryRows:
+    """The rows of a scope of a :class:`MemoryIndex`, held (a
+    :class:`sif.index.pairstore.RowSource` for tests: picklable, not small)."""
+
+    values: U32
+    fids: U32
+    grp: npt.NDArray[np.uint8]
+
+    @property
+    def total(self) -> int:
+        return len(self.values)
+
+    def rows(self, lo: int, hi: int) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
+        bucket = self.values >> np.uint32(BUCKET_BITS)
+        sel = (bucket >= lo) & (bucket < hi)
+        return self.values[sel], self.fids[sel], self.grp[sel]
+
 
 class MemoryIndex:
-    """:class:`IndexStore` and :class:`IndexReader` at once, held in dicts.
+    """:class:`IndexStore`, :class:`IndexReader` and
+    :class:`sif.index.pairstore.PairStore` at once, held in dicts.
 
     Lookups scan every file (O(rows)); fine for tests, not for use.
     """
@@ -35,6 +64,10 @@ class MemoryIndex:
         self._order: list[ParamSet] = []
         self._next = 1
         self.commits = 0
+        self._pids: dict[ParamSet, int] = {}
+        self._run: tuple[str, int, str | None] | None = None  # key, stopped, walk digest
+        self._pairs: Columns = {}
+        self._tmp: str | None = None
 
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
         return self.known_columns(params).by_origin()
@@ -59,6 +92,7 @@ class MemoryIndex:
     ) -> None:
         params = param_set(params)
         files = self._files.setdefault(params, {})
+        self._pids.setdefault(params, len(self._pids) + 1)
         self._anchors[params] = anchors
         if params in self._order:
             self._order.remove(params)
@@ -156,3 +190,103 @@ class MemoryIndex:
 
     def close(self) -> None:
         pass
+
+    # --- PairStore ----------------------------------------------------------------
+
+    def params_id(self, params: FingerprintParams | ParamSet) -> int | None:
+        return self._pids.get(param_set(params))
+
+    def generation(self) -> str:
+        return str(self.commits)
+
+    def _set(self, pid: int) -> dict[int, tuple[IndexedFile, U32, str, int]]:
+        for ps, i in self._pids.items():
+            if i == pid:
+                return self._files.get(ps, {})
+        return {}
+
+    def scope(
+        self,
+        pid: int,
+        roots: Sequence[str],
+        groups: bool = True,
+        walked: Sequence[str] | None = None,
+    ) -> Columns:
+        prefixes = [os.path.abspath(r).rstrip("/") for r in roots]
+        keep = set(walked) if walked is not None else None
+
+        def under(path: str) -> bool:
+            return any(path == r or path.startswith(r + "/") for r in prefixes)
+
+        rows = [
+            (f, origin)
+            for fid, (f, _, origin, _) in sorted(self._set(pid).items())
+            if under(f.path) and (keep is None or origin in keep)
+        ]
+        normalize = next((ps.normalize for ps, i in self._pids.items() if i == pid), "auto")
+        out: Columns = {
+            "id": np.array([f.id for f, _ in rows], dtype=np.uint32),
+            "path": np.array([os.fsencode(f.path) for f, _ in rows] or [], dtype=object),
+            "origin": np.array([os.fsencode(o) for _, o in rows] or [], dtype=object),
+            "view": np.array([f.view for f, _ in rows], dtype=object),
+            "size": np.array([f.size for f, _ in rows], dtype=np.int64),
+            "kind": np.array([f.kind for f, _ in rows], dtype=object),
+            "n_fp": np.array([f.n_fp for f, _ in rows], dtype=np.uint32),
+            "n_distinct": np.array([f.n_distinct for f, _ in rows], dtype=np.uint32),
+            "digest": np.array([f.digest for f, _ in rows], dtype=object),
+            "normalize": np.full(len(rows), normalize, dtype=object),
+        }
+        if groups:  # one code per distinct (kind, view), in their order (as the catalog)
+            kinds = sorted({(f.kind, f.view) for f, _ in rows})
+            code = {k: i for i, k in enumerate(kinds)}
+            out["grp"] = np.array([code[(f.kind, f.view)] for f, _ in rows], dtype=np.uint8)
+        return out
+
+    def scope_rows(self, pid: int, files: Columns) -> MemoryRows:
+        held = self._set(pid)
+        ids = np.asarray(files["id"], dtype=np.uint32)
+        parts = [held[int(i)][1] for i in ids.tolist()]
+        values = np.concatenate(parts).astype(np.uint32) if parts else np.empty(0, np.uint32)
+        fids = np.repeat(ids, [len(p) for p in parts]).astype(np.uint32)
+        keep = in_scope(ids, fids)
+        grp = np.asarray(files["grp"], dtype=np.uint8)
+        return MemoryRows(values[keep], fids[keep], grp[np.searchsorted(ids, fids[keep])])
+
+    def temp_directory(self) -> str:
+        if self._tmp is None:
+            self._tmp = tempfile.mkdtemp(prefix="sif-memory-")
+        return self._tmp
+
+    def stored_run(self, key: str) -> tuple[int, str | None] | None:
+        if self._run is None or self._run[0] != key:
+            return None
+        return self._run[1], self._run[2]
+
+    def load_pairs(self, key: str) -> tuple[Columns, int] | None:
+        run = self.stored_run(key)
+        if run is None:
+            return None
+        return {k: v.copy() for k, v in self._pairs.items()}, run[0]
+
+    def store_pairs(self, key: str, cols: Columns, stopped: int, walk_digest: str | None) -> None:
+        names = ("a", "b", "shared", "hits_a", "hits_b", "exact_ab", "exact_ba")
+        self._pairs = {k: np.array(cols[k]) for k in names}
+        self._run = (key, stopped, walk_digest)
+
+    def set_walk_digest(self, key: str, digest: str | None) -> None:
+        if self._run is not None and self._run[0] == key:
+            self._run = (key, self._run[1], digest)
+
+    def save_exact(self, cols: Columns) -> None:
+        if not self._pairs:
+            return
+        done = ~np.isnan(cols["exact_ab"])
+        where = {
+            (int(a), int(b)): i for i, (a, b) in enumerate(zip(cols["a"], cols["b"], strict=True))
+        }
+        mine = zip(self._pairs["a"].tolist(), self._pairs["b"].tolist(), strict=True)
+        for j, ab in enumerate(mine):
+            i = where.get(ab)
+            if i is not None and done[i]:
+                self._pairs["exact_ab"][j] = cols["exact_ab"][i]
+                self._pairs["exact_ba"][j] = cols["exact_ba"][i]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy.typing as npt
 
 from sif.errors import IndexUnusable
 from sif.fingerprint import FingerprintParams
+from sif.index.pairstore import in_scope
 from sif.index.segments import Segment
 from sif.index.store import ParamSet, param_set
 
@@ -82,32 +84,86 @@ def scope(
     return out
 
 
-def fingerprint_rows(
-    root: str, con: Any, pid: int, ids: U32, grp: npt.NDArray[np.uint8]
-) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
-    """Every fingerprint row of the files ``ids`` (sorted): (value, file id, group)."""
+@dataclass
+class SegmentRows:
+    """The fingerprint rows of the files ``ids`` (sorted), read from segments by bucket range.
+
+    A :class:`sif.index.pairstore.RowSource`: it holds the segment directories
+    and the ids in scope, not the rows, and pickles as that (an engine's
+    workers read their ranges from the same segments: a shared file system).
+    Segments are opened at the first read and kept open (``close``).
+    """
+
+    directories: tuple[str, ...]
+    ids: U32
+    grp: npt.NDArray[np.uint8]
+    total: int
+    _open: list[Segment] | None = field(default=None, repr=False, compare=False)
+    _code: npt.NDArray[np.uint16] | None = field(default=None, repr=False, compare=False)
+
+    def rows(self, lo: int, hi: int) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
+        if self._open is None:
+            self._open = [Segment(d) for d in self.directories]
+        code = self._codes()
+        vparts, iparts = [], []
+        gparts: list[npt.NDArray[Any]] = []
+        for seg in self._open:
+            values, fids = seg.rows_between(lo, hi)
+            if code is not None:  # one gather a row: group + 1, 0 out of scope
+                c = code[np.minimum(fids, len(code) - 1)]
+                keep = c > 0
+                gparts.append(c[keep] - 1)
+            else:
+                keep = in_scope(self.ids, fids)
+                gparts.append(self.grp[np.searchsorted(self.ids, fids[keep])])
+            vparts.append(values[keep])
+            iparts.append(fids[keep])
+        if not vparts:
+            return np.empty(0, np.uint32), np.empty(0, np.uint32), np.empty(0, np.uint8)
+        return (
+            np.concatenate(vparts),
+            np.concatenate(iparts),
+            np.concatenate(gparts).astype(np.uint8),
+        )
+
+    def _codes(self) -> npt.NDArray[np.uint16] | None:
+        """A table from file id to its group + 1 (0: not in scope), when ids are dense enough.
+
+        At most 2 bytes per id up to the largest id in scope, and only when that is
+        under 8 times the ids in scope (else :func:`in_scope`'s binary search).
+        """
+        if self._code is None and len(self.ids):
+            top = int(self.ids[-1])
+            if top <= 8 * len(self.ids) + (1 << 20):
+                code = np.zeros(top + 2, dtype=np.uint16)  # the last slot: ids beyond
+                code[self.ids] = self.grp.astype(np.uint16) + 1
+                self._code = code
+        return self._code
+
+    def close(self) -> None:
+        for seg in self._open or ():
+            seg.close()
+        self._open = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_open"] = None  # memory maps stay in the process that opened them
+        state["_code"] = None  # made again where it is used
+        return state
+
+
+def segment_rows(root: str, con: Any, pid: int, files: dict[str, npt.NDArray[Any]]) -> SegmentRows:
+    """The :class:`SegmentRows` of the files in scope ``files`` (:func:`scope`) of set ``pid``."""
     names = [
         r[0]
         for r in con.execute(
             "SELECT name FROM segments WHERE params_id = ? ORDER BY id", [pid]
         ).fetchall()
     ]
-    vparts, iparts = [], []
-    for name in names:
-        seg = Segment(os.path.join(root, "segments", name))
-        try:
-            values, fids = seg.all_rows()
-        finally:
-            seg.close()
-        pos = np.searchsorted(ids, fids)
-        pos = np.minimum(pos, max(len(ids) - 1, 0))
-        keep = ids[pos] == fids if len(ids) else np.zeros(len(fids), dtype=bool)
-        vparts.append(values[keep])
-        iparts.append(fids[keep])
-    values = np.concatenate(vparts) if vparts else np.empty(0, np.uint32)
-    fids = np.concatenate(iparts) if iparts else np.empty(0, np.uint32)
-    groups: npt.NDArray[np.uint8] = grp[np.searchsorted(ids, fids)] if len(ids) else grp[:0]
-    return values, fids, groups
+    dirs = tuple(os.path.join(root, "segments", n) for n in names)
+    ids = np.asarray(files["id"], dtype=np.uint32)
+    total = int(np.asarray(files["n_fp"], dtype=np.int64).sum())
+    return SegmentRows(dirs, ids, np.asarray(files["grp"], dtype=np.uint8), total)
 
 
 def params_id(store: Any, params: FingerprintParams | ParamSet) -> int | None:
@@ -135,14 +191,6 @@ def stored_run(con: Any, key: str) -> tuple[int, str | None] | None:
 def _sql_string(text: str) -> str:
     """``text`` as an SQL string literal (SET takes no parameters): quotes doubled."""
     return "'" + text.replace("'", "''") + "'"
-
-
-def configure_collation(con: Any, memory_limit: str, temp_directory: str, jobs: int) -> None:
-    """DuckDB's settings for the collation: working memory, where it spills, threads."""
-    con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
-    con.execute(f"SET temp_directory = {_sql_string(temp_directory)}")
-    con.execute(f"SET threads = {int(jobs)}")
-    con.execute("SET preserve_insertion_order = false")  # the pairs get sorted
 
 
 def set_walk_digest(con: Any, key: str, digest: str | None) -> None:
@@ -220,3 +268,55 @@ def save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
         "WHERE similar_pairs.a = e.a AND similar_pairs.b = e.b"
     )
     con.unregister("sif_exact")
+
+
+class DuckPairs:
+    """The on-disk index (a :class:`~sif.index.duck.DuckStore`) as a
+    :class:`sif.index.pairstore.PairStore`: the functions above on its catalog."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.con = store.catalog()
+
+    def params_id(self, params: FingerprintParams | ParamSet) -> int | None:
+        return params_id(self.store, params)
+
+    def generation(self) -> str:
+        return meta(self.con, "generation")
+
+    def scope(
+        self,
+        pid: int,
+        roots: Sequence[str],
+        groups: bool = True,
+        walked: Sequence[str] | None = None,
+    ) -> dict[str, npt.NDArray[Any]]:
+        return scope(self.con, pid, roots, groups, walked)
+
+    def scope_rows(self, pid: int, files: dict[str, npt.NDArray[Any]]) -> SegmentRows:
+        return segment_rows(self.store.root, self.con, pid, files)
+
+    def temp_directory(self) -> str:
+        tmp = os.path.join(self.store.root, "tmp")
+        os.makedirs(tmp, exist_ok=True)
+        return tmp
+
+    def stored_run(self, key: str) -> tuple[int, str | None] | None:
+        return stored_run(self.con, key)
+
+    def load_pairs(self, key: str) -> tuple[dict[str, npt.NDArray[Any]], int] | None:
+        return load_pairs(self.con, key)
+
+    def store_pairs(
+        self, key: str, cols: dict[str, npt.NDArray[Any]], stopped: int, walk_digest: str | None
+    ) -> None:
+        store_pairs(self.con, key, cols, stopped, walk_digest)
+
+    def set_walk_digest(self, key: str, digest: str | None) -> None:
+        set_walk_digest(self.con, key, digest)
+
+    def save_exact(self, cols: dict[str, npt.NDArray[Any]]) -> None:
+        save_exact(self.con, cols)
+
+    def close(self) -> None:
+        self.store.close()

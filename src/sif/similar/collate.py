@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from sif.errors import ConfigError, OutOfMemory
+from sif.index.pairstore import BUCKETS, RowSource, bucket_ranges
 from sif.index.segments import BUCKET_BITS
 
 U32 = npt.NDArray[np.uint32]
@@ -70,6 +71,104 @@ SELECT count(*) FROM (
 
 # --- collation --------------------------------------------------------------------
 
+#: Rows of one hash partition of the embedded collation: the scope is cut into
+#: about ``rows / PARTITION_ROWS`` bucket ranges, each collated alone, so the
+#: rows held at once (9 bytes each, plus DuckDB's working memory under its
+#: limit) are those of one partition, never the whole index.
+PARTITION_ROWS = 1 << 24
+#: When DuckDB runs out of memory under the limit, a partition is collated again
+#: with one thread (each thread's hash tables need their own memory), then cut into
+#: this many times more bucket ranges, twice (each part holds a share of the rows).
+OOM_PARTITION_STEP = 8
+
+Rows = Callable[[int, int], tuple[U32, U32, npt.NDArray[np.uint8]]]
+"""Rows by bucket range: ``rows(lo, hi)`` -> (value, file id, group) whose
+``value >> BUCKET_BITS`` is in ``[lo, hi)`` (:meth:`sif.index.pairstore.RowSource.rows`)."""
+
+Pairs = dict[str, npt.NDArray[Any]]
+
+
+def _sql_string(text: str) -> str:
+    """``text`` as an SQL string literal (SET takes no parameters): quotes doubled."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def collation_connection(memory_limit: str, temp_directory: str | None, threads: int) -> Any:
+    """A DuckDB connection of its own for the collation: working memory, spill, threads."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
+    if temp_directory is not None:
+        con.execute(f"SET temp_directory = {_sql_string(temp_directory)}")
+    con.execute(f"SET threads = {int(threads)}")
+    con.execute("SET preserve_insertion_order = false")  # the pairs get sorted
+    return con
+
+
+def sub_ranges(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` cut into at most ``parts`` consecutive bucket ranges."""
+    parts = max(1, min(parts, hi - lo))
+    edges = [lo + (p * (hi - lo)) // parts for p in range(parts + 1)]
+    return [(edges[p], edges[p + 1]) for p in range(parts)]
+
+
+def merge_pairs(parts: Sequence[Pairs]) -> Pairs:
+    """Partial pair counts of hash partitions summed per pair, sorted by (a, b).
+
+    Exact: each shared fingerprint lives in one partition, so a pair's
+    counts are the sum of its partial counts.
+    """
+    cols = {
+        k: np.concatenate([np.asarray(p[k], dtype=np.uint32) for p in parts])
+        if parts
+        else np.empty(0, np.uint32)
+        for k in PAIR_KEYS
+    }
+    key = (cols["a"].astype(np.uint64) << np.uint64(32)) | cols["b"].astype(np.uint64)
+    if len(parts) > 1:  # partial counts of one pair in several parts add up
+        uniq, inv = np.unique(key, return_inverse=True)
+        out = {
+            "a": (uniq >> np.uint64(32)).astype(np.uint32),
+            "b": (uniq & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+        }
+        for k in ("shared", "hits_a", "hits_b"):
+            out[k] = np.bincount(inv, weights=cols[k], minlength=len(uniq)).astype(np.uint32)
+        return out
+    order = np.argsort(key, kind="stable")
+    return {k: v[order] for k, v in cols.items()}
+
+
+PAIR_KEYS = ("a", "b", "shared", "hits_a", "hits_b")
+
+
+def collate_ranges(
+    con: Any, rows: Rows, ranges: Sequence[tuple[int, int]], max_df: int
+) -> tuple[Pairs, int, int]:
+    """:data:`COLLATE_SQL` on the rows of each bucket range, one range at a time.
+
+    Returns the summed pair counts (:func:`merge_pairs`), the stop-fingerprints
+    and the rows read. A fingerprint's rows all lie in one range, so its
+    document frequency, the ``max_df`` cap and :data:`STOPPED_SQL` are exact on
+    the range: the result does not depend on the ranges. Memory: the rows of
+    one range at a time.
+    """
+    parts: list[Pairs] = []
+    stopped = n = 0
+    for lo, hi in ranges:
+        values, file_ids, groups = rows(lo, hi)
+        n += len(values)
+        if not len(values):
+            continue
+        con.register("fp", {"fp": values, "file_id": file_ids, "grp": groups})
+        try:
+            parts.append(con.execute(COLLATE_SQL, {"max_df": max_df}).fetchnumpy())
+            stopped += int(con.execute(STOPPED_SQL, {"max_df": max_df}).fetchall()[0][0])
+        finally:
+            con.unregister("fp")
+        del values, file_ids, groups
+    return merge_pairs(parts), stopped, n
+
 
 def collate(
     con: Any,
@@ -83,84 +182,93 @@ def collate(
 
     Returns the columns ``a``, ``b``, ``shared``, ``hits_a``, ``hits_b`` (``a < b``,
     sorted) and the number of stop-fingerprints. With ``partitions > 1`` the rows
-    are split by the top bits of the value (a hash partition: each fingerprint's
+    are split into bucket ranges of the value (a hash partition: each fingerprint's
     rows land in one part), the same statement runs on each part and the partial
-    counts are summed, which is how a cluster runs it. ``con`` is a DuckDB
-    connection (its memory limit and temporary directory apply). Cost: a few
-    hash aggregations and one join over the rows, then one per distinct set.
+    counts are summed (:func:`collate_ranges`), which is how a cluster runs it.
+    ``con`` is a DuckDB connection (its memory limit and temporary directory
+    apply). Cost: a few hash aggregations and one join over the rows, then one
+    per distinct set.
     """
-    parts: list[dict[str, npt.NDArray[Any]]] = []
-    stopped = 0
     if partitions < 1:
         raise ConfigError("partitions must be at least 1")
-    bits = max(0, min(BUCKET_BITS, math.ceil(math.log2(partitions)))) if partitions > 1 else 0
-    top = (values >> np.uint32(32 - bits)).astype(np.int64) if bits else None
-    for part in range(partitions):
-        if top is None:
-            sel: slice | npt.NDArray[np.bool_] = slice(None)
-        else:
-            sel = (top * partitions >> bits) == part
-        rel = {"fp": values[sel], "file_id": file_ids[sel], "grp": groups[sel]}
-        con.register("fp", rel)
-        try:
-            parts.append(con.execute(COLLATE_SQL, {"max_df": max_df}).fetchnumpy())
-            stopped += int(con.execute(STOPPED_SQL, {"max_df": max_df}).fetchall()[0][0])
-        finally:
-            con.unregister("fp")
-    cols = {
-        k: np.concatenate([np.asarray(p[k], dtype=np.uint32) for p in parts])
-        for k in ("a", "b", "shared", "hits_a", "hits_b")
-    }
-    key = (cols["a"].astype(np.uint64) << np.uint64(32)) | cols["b"].astype(np.uint64)
-    if len(parts) > 1:  # partial counts of one pair in several parts add up
-        uniq, inv = np.unique(key, return_inverse=True)
-        out = {
-            "a": (uniq >> np.uint64(32)).astype(np.uint32),
-            "b": (uniq & np.uint64(0xFFFFFFFF)).astype(np.uint32),
-        }
-        for k in ("shared", "hits_a", "hits_b"):
-            out[k] = np.bincount(inv, weights=cols[k], minlength=len(uniq)).astype(np.uint32)
-        return out, stopped
-    order = np.argsort(key, kind="stable")
-    return {k: v[order] for k, v in cols.items()}, stopped
+    if partitions == 1:
+        whole = (values, file_ids, groups)
+        cols, stopped, _ = collate_ranges(con, lambda lo, hi: whole, [(0, BUCKETS)], max_df)
+        return cols, stopped
+    bucket = values >> np.uint32(BUCKET_BITS)
+
+    def rows(lo: int, hi: int) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
+        sel = (bucket >= lo) & (bucket < hi)
+        return values[sel], file_ids[sel], groups[sel]
+
+    cols, stopped, _ = collate_ranges(con, rows, bucket_ranges(partitions), max_df)
+    return cols, stopped
 
 
-#: When DuckDB runs out of memory under the limit, the collation is run again with
-#: one thread (each thread's hash tables need their own memory), then with this many
-#: times more hash partitions, twice (each part holds a share of the rows).
-OOM_PARTITION_STEP = 8
-
-
-def _collate_within(
+def collate_range(
     con: Any,
-    values: U32,
-    file_ids: U32,
-    groups: npt.NDArray[np.uint8],
+    rows: Rows,
+    lo: int,
+    hi: int,
     max_df: int,
-    partitions: int,
-    jobs: int,
+    threads: int,
     memory_limit: str,
-) -> tuple[dict[str, npt.NDArray[Any]], int]:
-    """:func:`collate` under ``memory_limit``, which it does not fit otherwise.
+) -> tuple[Pairs, int, int]:
+    """:func:`collate_ranges` of the buckets ``[lo, hi)`` under ``memory_limit``.
 
     DuckDB spills its hash tables to ``temp_directory`` but still needs some
-    memory per thread and per table; when it runs out anyway, the same
-    collation runs again with one thread, then on :data:`OOM_PARTITION_STEP`
-    and its square times more hash partitions (the partial counts add up,
-    :func:`collate`). Raises :class:`OutOfMemory` (one line: raise the limit)
-    when even that fails. Cost: at most four attempts; a failed one stops early.
+    memory per thread and per table; when it runs out anyway, the range is
+    collated again with one thread, then cut into :data:`OOM_PARTITION_STEP`
+    and its square more ranges (the partial counts add up). Raises
+    :class:`OutOfMemory` (one line: raise the limit) when even that fails.
+    The unit of work of both engines (a Dask task runs it on one partition).
+    Cost: at most four attempts; a failed one stops early.
     """
     import duckdb
 
-    attempts = [(jobs, partitions), (1, partitions)] if jobs > 1 else [(1, partitions)]
-    attempts += [(1, partitions * OOM_PARTITION_STEP), (1, partitions * OOM_PARTITION_STEP**2)]
-    for threads, parts in attempts:
+    attempts = [(threads, 1), (1, 1)] if threads > 1 else [(1, 1)]
+    attempts += [(1, OOM_PARTITION_STEP), (1, OOM_PARTITION_STEP**2)]
+    n = 0
+    for t, split in attempts:
         try:
-            con.execute(f"SET threads = {int(threads)}")
-            return collate(con, values, file_ids, groups, max_df, parts)
+            con.execute(f"SET threads = {int(t)}")
+            return collate_ranges(con, rows, sub_ranges(lo, hi, split), max_df)
         except duckdb.OutOfMemoryException:
+            n = n or len(rows(lo, hi)[0])
             continue
     raise OutOfMemory(
-        f"out of memory: collating {len(values):,} fingerprint rows does not fit in "
+        f"out of memory: collating {n:,} fingerprint rows does not fit in "
         f"--memory-limit {memory_limit}, even spilling to disk; raise --memory-limit"
     )
+
+
+def partition_count(total_rows: int, partitions: int = 1) -> int:
+    """Bucket ranges for ``total_rows``: at least ``partitions``, about
+    :data:`PARTITION_ROWS` rows each (at most one range per bucket)."""
+    return max(1, min(BUCKETS, max(partitions, -(-total_rows // PARTITION_ROWS))))
+
+
+def collate_source(
+    source: RowSource,
+    max_df: int,
+    partitions: int,
+    threads: int,
+    memory_limit: str,
+    temp_directory: str | None,
+) -> tuple[Pairs, int, int]:
+    """The embedded collation of a scope: its bucket ranges one after the other.
+
+    (pairs, stop-fingerprints, rows). Peak memory: the rows of one range
+    (:func:`partition_count`) and DuckDB's ``memory_limit``.
+    """
+    con = collation_connection(memory_limit, temp_directory, threads)
+    try:
+        parts, stopped, n = [], 0, 0
+        for lo, hi in bucket_ranges(partition_count(source.total, partitions)):
+            cols, s, r = collate_range(con, source.rows, lo, hi, max_df, threads, memory_limit)
+            parts.append(cols)
+            stopped += s
+            n += r
+        return merge_pairs(parts) if len(parts) > 1 else parts[0], stopped, n
+    finally:
+        con.close()

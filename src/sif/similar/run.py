@@ -17,14 +17,13 @@ from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.errors import ConfigError, IndexUnusable, OutOfMemory
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.executors.engine import Engine
 from sif.executors.local import fork_pool
 from sif.fingerprint import FingerprintParams
-from sif.index import pairs as pairdb
 from sif.index.build import DEFAULT_PARAMS, IndexStats, build_index, skip_index_dir
+from sif.index.pairstore import PairStore
 from sif.index.store import ParamSet
-from sif.similar.collate import (
-    _collate_within,
-)
+from sif.similar.collate import collate_source
 from sif.similar.exact import (
     _exact_small,
     _identical_unfingerprinted,
@@ -110,11 +109,22 @@ def find_similar(
     wait: bool = False,
     on_warning: WarningSink = ignore_warning,
     progress: Progress | None = None,
+    store: PairStore | None = None,
+    engine: Engine | None = None,
 ) -> SimilarResult:
     """All groups of similar files under ``roots`` (the paper's section 4).
 
     ``wait``: block while another process writes the index (as ``sif index
     --wait``), instead of raising :class:`sif.errors.IndexInUse`.
+
+    ``store``: an index to use instead of the one at ``index`` (an
+    :class:`sif.index.memory.MemoryIndex` in tests: both protocols, ``IndexStore``
+    and :class:`sif.index.pairstore.PairStore`); it is not closed. ``engine``
+    runs the fingerprinting and the collation elsewhere
+    (:class:`sif.executors.dask.DaskEngine`), with the same results; ``None``:
+    here, on ``jobs`` processes. ``partitions``: the least number of hash
+    partitions (bucket ranges) of the collation; it uses more to keep about
+    :data:`sif.similar.collate.PARTITION_ROWS` rows in memory at a time.
 
     ``content`` says how files become content views (default: ``auto``); each
     normalisation is a parameter set of its own in the index, never mixed.
@@ -171,6 +181,8 @@ def find_similar(
             started,
             pool,
             wait,
+            store,
+            engine,
         )
     finally:
         if pool is not None:
@@ -193,16 +205,22 @@ def _find(
     started: float,
     pool: Any,
     wait: bool = False,
+    store: PairStore | None = None,
+    engine: Engine | None = None,
 ) -> SimilarResult:
     """:func:`find_similar` once its options are checked and its workers forked."""
     import duckdb
 
     from sif.index import open_store
-    from sif.index.duck import DuckStore
+    from sif.index.pairstore import pair_store
 
     fp_params = params.params if isinstance(params, ParamSet) else params
-    reused = _reuse_unchanged(
-        root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
+    reused = (
+        _reuse_unchanged(
+            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
+        )
+        if store is None
+        else None
     )
     if reused is not None:  # every score needed is stored: no file is opened
         cols, files = reused
@@ -216,56 +234,46 @@ def _find(
         anchors,
         content=ContentOptions(normalize=normalize) if normalize else None,
         options=walk,
+        store=store,  # type: ignore[arg-type]
         jobs=jobs,
         wait=wait,
         on_warning=on_warning,
         progress=progress,
+        engine=engine,
     )
     stats.seconds_index = time.perf_counter() - started
     # The walk the index now matches, unless a file failed (the next run must retry it).
     digest = stats.index.walk_digest if not stats.index.failed else None
-    store = open_store(index, wait=wait)
+    pstore = store if store is not None else pair_store(open_store(index, wait=wait))
     try:
-        if not isinstance(store, DuckStore):  # pragma: no cover - the factory's only type
-            raise IndexUnusable("sif similar needs the on-disk index")
-        con = store.catalog()
-        found = pairdb.params_id(store, params)
+        found = pstore.params_id(params)
         if found is None:
             return _empty(options, stats, started)
         pid = found
         walked = stats.index.walked
-        files = pairdb.scope(
-            con, pid, root_list, walked=walked.paths if walked is not None else None
-        )
+        files = pstore.scope(pid, root_list, walked=walked.paths if walked is not None else None)
         stats.files = len(files["id"])
         key = _run_key(
-            pid,
-            pairdb.meta(con, "generation"),
-            root_list,
-            options.max_df,
-            files["id"],
-            options.exact,
+            pid, pstore.generation(), root_list, options.max_df, files["id"], options.exact
         )
         t0 = time.perf_counter()
-        loaded = pairdb.load_pairs(con, key)
+        loaded = pstore.load_pairs(key)
         if loaded is not None:
             cols, stats.stopped = loaded
             stats.reused = True
             progress.log(f"reusing {len(cols['a']):,} stored pairs")
-            pairdb.set_walk_digest(con, key, digest)
+            pstore.set_walk_digest(key, digest)
         else:
             progress.stage("collating", None)
-            tmp = os.path.join(store.root, "tmp")
-            os.makedirs(tmp, exist_ok=True)
-            pairdb.configure_collation(con, memory_limit, tmp, jobs)
-            ids = np.asarray(files["id"], dtype=np.uint32)
-            values, fids, grp = pairdb.fingerprint_rows(
-                store.root, con, pid, ids, np.asarray(files["grp"], dtype=np.uint8)
-            )
-            stats.fingerprints = len(values)
-            cols, stats.stopped = _collate_within(
-                con, values, fids, grp, options.max_df, partitions, jobs, memory_limit
-            )
+            source = pstore.scope_rows(pid, files)
+            if engine is not None:
+                cols, stats.stopped, stats.fingerprints = engine.collate(
+                    source, options.max_df, partitions, memory_limit
+                )
+            else:
+                cols, stats.stopped, stats.fingerprints = collate_source(
+                    source, options.max_df, partitions, jobs, memory_limit, pstore.temp_directory()
+                )
             for k in ("exact_ab", "exact_ba"):
                 cols[k] = np.full(len(cols["a"]), np.nan)
             _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs)
@@ -277,7 +285,7 @@ def _find(
                 )
                 cols = {k: np.concatenate([v, held[k]]) for k, v in cols.items()}
             try:
-                pairdb.store_pairs(con, key, cols, stats.stopped, digest)
+                pstore.store_pairs(key, cols, stats.stopped, digest)
             except duckdb.OutOfMemoryException:
                 raise OutOfMemory(
                     f"out of memory: storing {len(cols['a']):,} pairs does not fit in "
@@ -287,9 +295,10 @@ def _find(
         stats.pairs_collated = len(cols["a"])
         pairs = _score(cols, files, options, fp_params, stats, on_warning, progress, pool, jobs)
         if options.exact and stats.exact_pairs:
-            pairdb.save_exact(con, cols)
+            pstore.save_exact(cols)
     finally:
-        store.close()
+        if store is None:
+            pstore.close()
     return _result(pairs, options, stats, started)
 
 
@@ -321,6 +330,7 @@ def _reuse_unchanged(
     and of ``similar_pairs``.
     """
     from sif.index.duck import CATALOG, DuckStore
+    from sif.index.pairs import DuckPairs
     from sif.index.store import default_index_path
 
     t0 = time.perf_counter()
@@ -338,34 +348,28 @@ def _reuse_unchanged(
             pool.shutdown()
     digest = walked.digest()
     try:
-        store = DuckStore(location, read_only=True, wait=wait)
+        pstore = DuckPairs(DuckStore(location, read_only=True, wait=wait))
     except IndexUnusable:
         return None
     try:
-        con = store.catalog()
-        pid = pairdb.params_id(store, params)
+        pid = pstore.params_id(params)
         if pid is None:
             return None
-        files = pairdb.scope(con, pid, root_list, groups=False, walked=walked.paths)
+        files = pstore.scope(pid, root_list, groups=False, walked=walked.paths)
         key = _run_key(
-            pid,
-            pairdb.meta(con, "generation"),
-            root_list,
-            options.max_df,
-            files["id"],
-            options.exact,
+            pid, pstore.generation(), root_list, options.max_df, files["id"], options.exact
         )
-        run = pairdb.stored_run(con, key)
+        run = pstore.stored_run(key)
         if run is None or run[1] != digest:
             return None
-        loaded = pairdb.load_pairs(con, key)
+        loaded = pstore.load_pairs(key)
         if loaded is None:  # pragma: no cover - read under the lock just above
             return None
         fp_params = params.params if isinstance(params, ParamSet) else params
         if len(pending_exact(loaded[0], files, options, fp_params)):
             return None  # pairs to score exactly (a lower threshold): read and store them
     finally:
-        store.close()
+        pstore.close()
     for w in warnings:
         on_warning(w)
     cols, stats.stopped = loaded

@@ -1,0 +1,448 @@
+"""The Dask engine: the embedded engine's per-file function and collation, on a cluster.
+
+``pip install 'sif[dask]'``; ``--engine dask`` with ``--scheduler ADDRESS``
+(a running cluster: dask-jobqueue on SLURM, dask-kubernetes, ``dask
+scheduler``) or, without it, a ``LocalCluster`` of ``workers`` processes of
+``memory_limit`` each. Dask only partitions, ships and retries; the work is
+the embedded engine's:
+
+- **Index.** This process walks and plans (:func:`sif.index.build.build_index`),
+  cuts the files to read into parts of about equal bytes
+  (:func:`byte_parts`), and each worker runs the same
+  :func:`sif.index.build._scan_batch` on a part, with the parameters, the
+  anchor set and the content options passed to it (scattered once), not
+  inherited. Reads come back as compact columns (the fingerprints of each
+  entry); this process stays the one writer of the index, committing at its
+  checkpoints as the embedded engine does. Workers must see the same paths
+  (a shared or replicated file system); a path a worker cannot read is the
+  same per-file warning as in the embedded engine.
+- **Similar.** The rows in scope are cut into hash partitions by bucket range
+  (the top 16 bits of the fingerprint: every row of a fingerprint in one
+  partition, so its document frequency and the ``max_df`` cap are exact
+  there); each worker reads its ranges from the index's segments itself (the
+  index directory on the shared file system: the segments are immutable) and
+  runs the same :data:`sif.similar.collate.COLLATE_SQL` in DuckDB
+  (:func:`sif.similar.collate.collate_range`). Its partial pair counts are
+  split by a hash of the pair, and a second round of tasks sums each split
+  over all partitions (a shuffle on the pair key); only the summed pairs come
+  back. Exact scoring stays on this process.
+
+Failure: Dask retries the tasks of a worker that died
+(``distributed.scheduler.allowed-failures``, 3 by default); a task that kills
+its workers that often, or a cluster that finishes no task for ``timeout``
+seconds, ends the run with one :class:`sif.errors.WorkerDied` line, and the
+index is as at its last checkpoint. Nothing here imports dask before an
+engine is made, so the embedded engine never loads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.errors import ConfigError, EngineUnavailable, WorkerDied
+from sif.executors.engine import Item
+from sif.index.pairstore import RowSource, bucket_ranges
+
+EXTRA = "pip install 'sif[dask]'"
+#: Seconds without any task finishing before a run is declared stuck (no workers,
+#: a scheduler gone): the run ends with one line instead of hanging.
+DEFAULT_TIMEOUT = 900.0
+#: Seconds to reach a scheduler given by address.
+CONNECT_TIMEOUT = 30.0
+#: Parts of the files to read per worker (a part of ``bytes / (workers * this)``)...
+PARTS_PER_WORKER = 4
+#: ... of at most this many bytes, and at most this many files.
+PART_BYTES = 256 << 20
+PART_FILES = 4096
+#: Share of a worker's memory limit that DuckDB may use for a collation.
+DUCKDB_SHARE = 0.5
+#: Hash partitions of the collation per worker (at least), for balance.
+COLLATE_PARTS_PER_WORKER = 2
+
+Pairs = dict[str, npt.NDArray[Any]]
+
+
+def require_dask() -> None:
+    """Raise :class:`EngineUnavailable` (naming the extra) unless dask can be imported."""
+    try:
+        import dask  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise EngineUnavailable(
+            f"--engine dask needs the Dask extra: {EXTRA} ({exc.msg or exc})"
+        ) from None
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size such as ``2GB`` or ``500MiB``; :class:`ConfigError` otherwise."""
+    from dask.utils import parse_bytes
+
+    try:
+        n = int(parse_bytes(text))
+    except (ValueError, TypeError):
+        n = 0
+    if n <= 0:
+        raise ConfigError(f"--memory-limit must be a size such as 500MB or 2GB, not {text!r}")
+    return n
+
+
+def byte_parts(todo: Sequence[Item], parts: int) -> list[list[Item]]:
+    """``todo`` cut, in its order, into parts of about equal bytes (not equal counts).
+
+    About ``parts`` parts, each of at most :data:`PART_BYTES` (a larger file
+    is a part of its own) and :data:`PART_FILES` files.
+    """
+    total = sum(t[3] for t in todo)
+    target = max(1, min(PART_BYTES, -(-total // max(1, parts))))
+    out: list[list[Item]] = []
+    part: list[Item] = []
+    size = 0
+    for item in todo:
+        if part and (size + item[3] > target or len(part) >= PART_FILES):
+            out.append(part)
+            part, size = [], 0
+        part.append(item)
+        size += item[3]
+    if part:
+        out.append(part)
+    return out
+
+
+# --- the functions the workers run ------------------------------------------------
+
+
+def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> list[Any]:
+    """:func:`sif.index.build._scan_batch` of ``part`` on a worker.
+
+    ``context``: (fingerprint parameters, anchor set, content options), given
+    explicitly (a worker inherits nothing from the client).
+    """
+    from sif.index import build
+
+    build._PARAMS, build._ANCHORS, build._CONTENT = context
+    return build._scan_batch((bulk, part))
+
+
+def _pair_split(cols: Pairs, splits: int) -> list[Pairs]:
+    """``cols`` cut into ``splits`` by a hash of the pair (a, b): the shuffle's key."""
+    if splits == 1:
+        return [cols]
+    key = (cols["a"].astype(np.uint64) << np.uint64(32)) | cols["b"].astype(np.uint64)
+    # A multiplicative hash of the key (the pairs of one file spread over all splits).
+    h = (key * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    which = (h % np.uint64(splits)).astype(np.int64)
+    order = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[order], np.arange(splits + 1))
+    return [
+        {k: v[order[bounds[s] : bounds[s + 1]]] for k, v in cols.items()} for s in range(splits)
+    ]
+
+
+def collate_part(
+    source: RowSource,
+    lo: int,
+    hi: int,
+    max_df: int,
+    threads: int,
+    memory_limit: str,
+    splits: int,
+) -> tuple[list[Pairs], int, int]:
+    """:func:`sif.similar.collate.collate_range` of buckets ``[lo, hi)`` on a worker.
+
+    Returns the partial pairs cut into ``splits`` (:func:`_pair_split`), the
+    stop-fingerprints and the rows read.
+    """
+    from sif.similar.collate import collate_range, collation_connection
+
+    tmp = None
+    try:
+        from distributed import get_worker
+
+        tmp = os.path.join(get_worker().local_directory, "sif-duckdb")
+    except (ImportError, ValueError):
+        pass
+    con = collation_connection(memory_limit, tmp, threads)
+    try:
+        cols, stopped, n = collate_range(con, source.rows, lo, hi, max_df, threads, memory_limit)
+    finally:
+        con.close()
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+    return _pair_split(cols, splits), stopped, n
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _split_of(result: tuple[list[Pairs], int, int], s: int) -> Pairs:
+    return result[0][s]
+
+
+def _counts_of(result: tuple[list[Pairs], int, int]) -> tuple[int, int]:
+    return result[1], result[2]
+
+
+def sum_split(*parts: Pairs) -> Pairs:
+    """The pairs of one split of the pair key, their partial counts summed."""
+    from sif.similar.collate import merge_pairs
+
+    return merge_pairs([p for p in parts if len(p["a"])])
+
+
+# --- the engine ---------------------------------------------------------------------
+
+
+class DaskEngine:
+    """Run ``sif index`` and ``sif similar`` on a Dask cluster (see the module docstring).
+
+    ``scheduler``: the address of a running scheduler; else a ``LocalCluster``
+    of ``workers`` processes (default: the cores) of one thread and
+    ``memory_limit`` each (default: the machine's memory shared out). The
+    cluster is started, or reached, at the first work; ``close`` ends what was
+    started. Raises :class:`EngineUnavailable` when dask is not installed.
+    """
+
+    name = "dask"
+
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        memory_limit: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        allowed_failures: int | None = None,
+    ) -> None:
+        require_dask()
+        if workers is not None and workers < 1:
+            raise ConfigError("--workers must be at least 1")
+        if scheduler is not None and workers is not None:
+            raise ConfigError("--workers sizes a local cluster: it goes without --scheduler")
+        self.memory_bytes = parse_size(memory_limit) if memory_limit is not None else None
+        self.scheduler = scheduler
+        self.n_workers = workers
+        self.timeout = timeout
+        self.allowed_failures = allowed_failures
+        self._cluster: Any = None
+        self._client: Any = None
+
+    # --- the cluster ------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The Dask client, connecting (or starting the local cluster) at first use."""
+        if self._client is None:
+            self._start()
+        return self._client
+
+    def _start(self) -> None:
+        import dask
+        from distributed import Client, LocalCluster
+
+        settings: dict[str, Any] = {"distributed.worker.daemon": False}
+        if self.allowed_failures is not None:
+            settings["distributed.scheduler.allowed-failures"] = self.allowed_failures
+        with dask.config.set(settings):
+            if self.scheduler is not None:
+                try:
+                    self._client = Client(
+                        self.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False
+                    )
+                except (OSError, TimeoutError) as exc:
+                    raise EngineUnavailable(
+                        f"cannot reach the Dask scheduler at {self.scheduler}: {exc}"
+                    ) from None
+                return
+            n = self.n_workers or os.cpu_count() or 1
+            self._cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=self.memory_bytes if self.memory_bytes is not None else "auto",
+                dashboard_address=":0",  # a free port: other clusters may run here
+                silence_logs=logging.ERROR,
+            )
+            self._client = Client(self._cluster, set_as_default=False)
+
+    def workers(self) -> int:
+        """The workers the scheduler knows now (waits a little for the first)."""
+        client = self.client
+        try:
+            client.wait_for_workers(1, timeout=self.timeout)
+        except (TimeoutError, OSError):
+            raise WorkerDied(
+                f"the Dask cluster has no worker after {self.timeout:.0f} s: stopped"
+            ) from None
+        return max(1, len(client.scheduler_info()["workers"]))
+
+    def _worker_memory(self) -> int:
+        """A worker's memory limit: the one given, else the least the cluster reports."""
+        if self.memory_bytes is not None:
+            return self.memory_bytes
+        limits = [
+            int(w.get("memory_limit") or 0)
+            for w in self.client.scheduler_info()["workers"].values()
+        ]
+        limits = [m for m in limits if m > 0]
+        return min(limits) if limits else 2 << 30
+
+    def close(self) -> None:
+        """Disconnect, and end the local cluster if this engine started it."""
+        client, cluster = self._client, self._cluster
+        self._client = self._cluster = None
+        if client is not None:
+            client.close(timeout=10)
+        if cluster is not None:
+            cluster.close(timeout=10)
+
+    def __enter__(self) -> DaskEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- waiting, with a bound --------------------------------------------------------
+
+    def _completed(self, futures: Iterable[Any]) -> Iterator[Any]:
+        """``futures`` as they finish; each finished one's result is checked.
+
+        Raises :class:`WorkerDied` for a task that killed its workers more
+        often than the scheduler allows, or when none finishes in ``timeout``
+        seconds; a task's own error (:class:`sif.errors.OutOfMemory`) as itself.
+        """
+        from distributed import KilledWorker
+
+        pending = set(futures)
+        while pending:
+            try:
+                done, _ = self.client.sync(_wait_first, list(pending), timeout=self.timeout)
+            except TimeoutError:
+                raise WorkerDied(
+                    f"the Dask cluster finished no task in {self.timeout:.0f} s "
+                    "(no worker left?): stopped"
+                ) from None
+            for f in done:
+                pending.discard(f)
+                if f.status == "error":
+                    exc = f.exception()
+                    if isinstance(exc, KilledWorker):
+                        raise WorkerDied(
+                            "a Dask worker died each time it ran the same task (out of "
+                            "memory? raise --memory-limit per worker): stopped"
+                        ) from None
+                yield f
+
+    # --- the work -----------------------------------------------------------------------
+
+    def scan(
+        self, todo: Sequence[Item], bulk: bool, params: Any, anchors: Any, content: Any
+    ) -> Iterator[tuple[int, list[Any]]]:
+        """``(part, reads)`` of ``todo`` cut by bytes, read on the workers, in order.
+
+        In the order of ``todo`` (the walk's), so that entries get the ids the
+        embedded engine gives them on one process; at most two parts per worker
+        are in flight, so the reads waiting for this process (the one writer)
+        stay bounded.
+        """
+        if not todo:
+            return
+        n = self.workers()
+        parts = byte_parts(todo, n * PARTS_PER_WORKER)
+        client = self.client
+        context = self._held((params, anchors, content))
+        inflight: deque[Any] = deque()
+        try:
+            for i, part in enumerate(parts):
+                inflight.append(client.submit(scan_part, context, bulk, part, pure=False))
+                if len(inflight) >= 2 * n:
+                    yield i - len(inflight) + 1, self._result(inflight.popleft())
+            while inflight:
+                yield len(parts) - len(inflight), self._result(inflight.popleft())
+        finally:
+            for f in inflight:
+                f.cancel()
+            context.release()
+
+    def _held(self, value: Any) -> Any:
+        """A future of ``value`` that the cluster can make again if its worker dies.
+
+        A task that returns it (not a scatter: scattered data dies with its worker);
+        each worker that needs it fetches it once.
+        """
+        return self.client.submit(_identity, value, pure=False)
+
+    def _result(self, future: Any) -> Any:
+        """The value of ``future`` once done (:meth:`_completed`), which is then released."""
+        for f in self._completed([future]):
+            value = f.result()
+        future.release()
+        return value
+
+    def collate(
+        self, source: RowSource, max_df: int, partitions: int, memory_limit: str
+    ) -> tuple[Pairs, int, int]:
+        """The collation of ``source`` on the workers: (pairs, stop-fingerprints, rows).
+
+        ``memory_limit`` bounds DuckDB on each worker (at most
+        :data:`DUCKDB_SHARE` of the worker's limit). Hash partitions: at least
+        ``partitions``, :data:`COLLATE_PARTS_PER_WORKER` per worker, and
+        :data:`sif.similar.collate.PARTITION_ROWS` rows each.
+        """
+        from sif.similar.collate import merge_pairs, partition_count
+
+        n = self.workers()
+        parts = max(partition_count(source.total, partitions), COLLATE_PARTS_PER_WORKER * n)
+        duck = int(self._worker_memory() * DUCKDB_SHARE)
+        if memory_limit:
+            duck = min(duck, parse_size(memory_limit))
+        duck_limit = f"{max(duck >> 20, 16)}MB"
+        client = self.client
+        src = self._held(source)
+        splits = n
+        collated = [
+            client.submit(collate_part, src, lo, hi, max_df, 1, duck_limit, splits, pure=False)
+            for lo, hi in bucket_ranges(parts)
+        ]
+        sums = [
+            client.submit(
+                sum_split,
+                *[client.submit(_split_of, c, s, pure=False) for c in collated],
+                pure=False,
+            )
+            for s in range(splits)
+        ]
+        counts = [client.submit(_counts_of, c, pure=False) for c in collated]
+        # Held only by the tasks that need them: a partition's partial pairs are freed
+        # on its worker once both their splits and its counts are taken.
+        del collated
+        try:
+            out: list[Pairs] = []
+            stopped = rows = 0
+            for f in self._completed([*sums, *counts]):
+                value = f.result()
+                if isinstance(value, tuple):
+                    stopped += int(value[0])
+                    rows += int(value[1])
+                else:
+                    out.append(value)
+            return merge_pairs(out) if len(out) != 1 else out[0], stopped, rows
+        finally:
+            for f in [*sums, *counts]:
+                f.cancel()
+            src.release()
+
+
+async def _wait_first(futures: list[Any], timeout: float) -> Any:
+    """``distributed.wait(..., FIRST_COMPLETED)`` on the engine's own client (not the default)."""
+    from distributed.client import _wait
+
+    return await _wait(futures, timeout=timeout, return_when="FIRST_COMPLETED")
