@@ -302,6 +302,11 @@ def run(root: Path, commands: list[str]) -> None:
         argv = [sif, "similar", "-q", "--index", str(work / "index-similar"), str(root)]
         rows.append(measure("similar", argv, work))
     out = root.parent / f"{root.name}.run.json"
+    if out.exists():  # keep the figures of the commands not run this time
+        old = json.loads(out.read_text())
+        if old.get("params") == params:
+            ran = {r["command"] for r in rows}
+            rows = [r for r in old["rows"] if r["command"] not in ran] + rows
     out.write_text(json.dumps({"root": str(root), "params": params, "rows": rows}, indent=1))
     print(f"figures: {out}")
 
