@@ -10,6 +10,16 @@ A script, not a timed test. Three cases, one per case of seed 3:
             last byte
   onegroup  most files in one replica group: N plain copies of one file
 
+and two trees of mostly unique files (issue 15), read in place, never written:
+
+  usr       /usr itself (--usr-root; ~120k files, a few percent replicas)
+  linux     the unpacked Debian linux-source (--linux-root; ~79k files)
+
+`sif` (its default jobs, one per core) and `sif-j1` (`-j 1`, one process)
+both run; each gets its wall and CPU ratios against every peer. The peers
+are single-threaded: a wall-time win of `sif` (two cores) over them is a
+two-cores-against-one win, which `sif-j1` shows apart.
+
     python bench/dupes.py --prepare            # build bench/data/ (git-ignored)
     python bench/dupes.py                      # warm-up + 5 interleaved repetitions
     python bench/dupes.py --cases tree --reps 3 --tools sif,jdupes
@@ -53,7 +63,14 @@ from sif.exact.pipeline import FIRST_BLOCK, GROWTH, MAX_BLOCK
 BENCH = Path(__file__).resolve().parent
 DATA = BENCH / "data"
 RESULTS = BENCH / "results"
-CASES = ("tree", "large", "onegroup")
+CASES = ("tree", "large", "onegroup", "usr", "linux")
+UNIQUE_CASES = ("usr", "linux")
+"""Trees of mostly unique files, read in place (their roots are options)."""
+ROOTS: dict[str, Path] = {
+    "usr": Path("/usr"),
+    "linux": DATA / "similar" / "linux" / "linux-source-6.1",
+}
+"""The roots of the in-place cases; --usr-root and --linux-root change them."""
 MiB = 1 << 20
 
 # Pinned top-level versions; the lock files next to this script pin the rest.
@@ -407,6 +424,7 @@ def load_truth(case: str, entries: list[Entry], schedule: tuple[int, int, int]) 
         h.update(f"{e.path}\0{e.dev}\0{e.ino}\0{e.size}\0{e.is_link}\n".encode())
     stamp = h.hexdigest()
     cache = DATA / f"{case}.truth.json"
+    DATA.mkdir(parents=True, exist_ok=True)
     if cache.exists():
         raw = json.loads(cache.read_text())
         if raw.get("stamp") == stamp:
@@ -783,6 +801,8 @@ def _explain(tool: Tool, feats: list[str]) -> str:
 
 
 def case_roots(case: str) -> list[Path]:
+    if case in ROOTS:
+        return [ROOTS[case].resolve()]  # resolved: every tool gets the same real path
     return [DATA / case]
 
 
@@ -848,7 +868,7 @@ def run_case(
             print(
                 f"  rep {rep + 1}/{args.reps} {tool.name:7s} wall {s.wall:7.2f} s  "
                 f"cpu {s.cpu:7.2f} s  rss {s.rss_sum / 1e6:7.1f} MB  "
-                f"rchar {_fmt_bytes(s.rchar)}",
+                f"rchar {_fmt_bytes(s.rchar)}  load {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
     medians = {n: _median(ss) for n, ss in samples.items() if ss}
@@ -887,7 +907,11 @@ def _print_diffs(name: str, mode: str, diffs: list[Difference]) -> None:
 def _print_table(
     case: str, truth: Truth, medians: dict[str, dict[str, float]], samples: dict[str, list[Sample]]
 ) -> None:
-    print(f"\n  {case}: medians of {max(len(s) for s in samples.values())} repetitions")
+    load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"\n  {case}: medians of {max(len(s) for s in samples.values())} repetitions "
+        f"(load {load} at the end)"
+    )
     head = (
         f"  {'tool':8s} {'wall s':>8s} {'(min-max)':>15s} {'cpu s':>8s} {'peak RSS':>10s} "
         f"{'peak PSS':>10s} {'maxrss':>9s} {'rchar':>10s} {'x min':>7s}"
@@ -901,32 +925,44 @@ def _print_table(
             f"{m['maxrss'] / 1e6:6.1f} MB "
             f"{_fmt_bytes(m['rchar']):>10s} {m['rchar'] / max(truth.minimum, 1):7.3f}"
         )
-    if "sif" in medians:
-        print("  ratio sif/peer:  wall    cpu    peak RSS  rchar")
-        s = medians["sif"]
-        for name, m in medians.items():
-            if name != "sif":
-                r = [s[k] / m[k] if m[k] else float("nan") for k in ("wall", "cpu", "rss_sum")]
-                r.append(s["rchar"] / m["rchar"] if m["rchar"] else float("nan"))
-                print(f"  {name:15s} {r[0]:6.2f} {r[1]:6.2f} {r[2]:9.2f} {r[3]:6.2f}")
-        _print_targets(case, truth, medians)
+    mine = [n for n in ("sif", "sif-j1") if n in medians]
+    peers = [n for n in medians if n not in ("sif", "sif-j1")]
+    for me in mine:
+        print(f"  ratio {me}/peer:  wall    cpu    peak RSS  rchar")
+        s = medians[me]
+        for name in [n for n in mine if n != me] + peers:
+            m = medians[name]
+            r = [s[k] / m[k] if m[k] else float("nan") for k in ("wall", "cpu", "rss_sum")]
+            r.append(s["rchar"] / m["rchar"] if m["rchar"] else float("nan"))
+            print(f"  {name:15s} {r[0]:6.2f} {r[1]:6.2f} {r[2]:9.2f} {r[3]:6.2f}")
+    for me in mine:
+        _print_targets(case, truth, medians, me)
 
 
-def _print_targets(case: str, truth: Truth, medians: dict[str, dict[str, float]]) -> None:
-    s = medians["sif"]
+def _print_targets(
+    case: str, truth: Truth, medians: dict[str, dict[str, float]], me: str = "sif"
+) -> None:
+    s = medians[me]
     checks = []
     if "jdupes" in medians:
-        limit = {"tree": 0.8, "large": 1.0}.get(case)
+        j = medians["jdupes"]
+        limit = {"tree": 0.8, "large": 1.0, "usr": 0.8, "linux": 0.8}.get(case)
         if limit is not None:
-            r = s["wall"] / medians["jdupes"]["wall"]
+            r = s["wall"] / j["wall"]
             checks.append((f"wall <= {limit}x jdupes", r <= limit, f"{r:.2f}x"))
+        if case in UNIQUE_CASES:
+            r = s["cpu"] / j["cpu"]
+            checks.append(("cpu <= 1.0x jdupes", r <= 1.0, f"{r:.2f}x"))
+    if me == "sif" and "sif-j1" in medians:
+        r = s["wall"] / medians["sif-j1"]["wall"]
+        checks.append(("wall < sif -j 1's", r < 1.0, f"{r:.2f}x"))
     checks.append(
         ("peak RSS (sum) <= 100 MB", s["rss_sum"] <= 100e6, f"{s['rss_sum'] / 1e6:.1f} MB")
     )
     r = s["rchar"] / max(truth.minimum, 1)
     checks.append(("rchar <= 1.05x minimum", r <= 1.05, f"{r:.3f}x"))
     for what, ok, val in checks:
-        print(f"  target {what:28s} {'PASS' if ok else 'FAIL'}  ({val})")
+        print(f"  target {me:6s} {what:28s} {'PASS' if ok else 'FAIL'}  ({val})")
 
 
 def _sif_source() -> dict[str, object]:
@@ -943,7 +979,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--prepare", action="store_true", help="build bench/data/ and exit")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated: %(default)s")
-    ap.add_argument("--tools", default="sif,jdupes,fdupes,rdfind,rmlint")
+    ap.add_argument("--tools", default="sif,sif-j1,jdupes,fdupes,rdfind,rmlint")
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions (default 5)")
     ap.add_argument("--large-scale", type=float, default=1.0, help="size factor of large/")
     ap.add_argument("--onegroup-count", type=int, default=1000, help="files in the group")
@@ -954,14 +990,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--block-growth", type=int, default=GROWTH)
     ap.add_argument("--max-block", type=int, default=MAX_BLOCK)
     ap.add_argument("--no-defaults-check", action="store_true", help="skip the defaults run")
+    ap.add_argument("--usr-root", type=Path, default=ROOTS["usr"], help="the usr case's root")
+    ap.add_argument("--linux-root", type=Path, default=ROOTS["linux"], help="the linux case's root")
     args = ap.parse_args(argv)
+    ROOTS["usr"], ROOTS["linux"] = args.usr_root, args.linux_root
     cases = [c for c in args.cases.split(",") if c]
     if unknown := set(cases) - set(CASES):
         ap.error(f"unknown cases {sorted(unknown)}")
 
     if args.prepare:
         for case in cases:
-            if case == "tree":
+            if case in UNIQUE_CASES:  # read in place: nothing to build
+                if not ROOTS[case].is_dir():
+                    sys.exit(f"{case}: no directory {ROOTS[case]} (see --{case}-root)")
+            elif case == "tree":
                 prepare_tree(DATA / "tree")
             elif case == "large":
                 prepare_large(DATA / "large", args.large_scale)
@@ -976,6 +1018,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{case}: {truth.files:,} files, {_fmt_bytes(truth.bytes)}")
         return 0
 
+    import compileall
+
+    import sif
+
+    # As an installed package is: where PYTHONDONTWRITEBYTECODE is set, each sif
+    # process would compile its modules from source (~0.1 s, see bench/actions.py).
+    compileall.compile_dir(os.path.dirname(sif.__file__), quiet=1)
     all_tools = make_tools()
     names = [n for n in args.tools.split(",") if n]
     if unknown := set(names) - set(all_tools):

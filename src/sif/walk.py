@@ -412,12 +412,14 @@ class Walker:
                     name = entry.name
                     if skip_hidden and name[0] == ".":
                         continue
-                    path = entry.path
-                    if exclude is not None and exclude.match(name, path):
+                    # entry.path is made only where needed: a string less a file.
+                    if exclude is not None and exclude.match(name, entry.path):
                         continue
                     if not name.isascii() and not _valid_utf8(name):
                         warnings.append(
-                            ScanWarning(path, "name is not valid UTF-8 (shown escaped)", False)
+                            ScanWarning(
+                                entry.path, "name is not valid UTF-8 (shown escaped)", False
+                            )
                         )
                     try:
                         if entry.is_symlink():
@@ -428,18 +430,20 @@ class Walker:
                             try:
                                 st = entry.stat()
                             except FileNotFoundError:
-                                warnings.append(ScanWarning(path, "broken symlink"))
+                                warnings.append(ScanWarning(entry.path, "broken symlink"))
                                 continue
                         else:
                             link = 0
                             st = entry.stat(follow_symlinks=False)
                     except OSError as exc:
-                        warnings.append(ScanWarning(path, _cause(exc)))
+                        warnings.append(ScanWarning(entry.path, _cause(exc)))
                         continue
                     mode = st.st_mode
                     if S_ISREG(mode):
                         size = st.st_size
-                        if lo <= size <= hi and (include is None or include.match(name, path)):
+                        if lo <= size <= hi and (
+                            include is None or include.match(name, entry.path)
+                        ):
                             n_bytes += size
                             if dir_no < 0:
                                 dir_no = files.add_dir(dirpath)

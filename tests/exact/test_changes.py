@@ -130,6 +130,34 @@ def test_file_changed_between_its_blocks_is_dropped(
     assert "changed while it was read" in warnings[0].cause or "replaced" in warnings[0].cause
 
 
+@pytest.mark.parametrize("how", ["rewritten, mtime kept", "renamed over", "removed"])
+def test_small_file_changed_right_after_its_only_read_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # One block each: the first read is the last. a's bytes were read as those of
+    # b and c; then a changes. The read itself skips its fstat (a file whose block
+    # has no equal needs no proof), so the check comes after the group is known.
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for p in (a, b, c):
+        write(p, b"s" * 3000)
+    write(tmp_path / "new", b"n" * 3000)
+    change = {
+        "rewritten, mtime kept": rewrite_keeping_mtime(a, b"n" * 3000),
+        "renamed over": rename_over(tmp_path / "new", a),
+        "removed": lambda: os.unlink(a),
+    }[how]
+    cols = walked(a, b, c)
+    change_after_first_read(monkeypatch, a, change)
+    groups, warnings = compare(cols)
+    assert groups == [[str(b), str(c)]]
+    cause = {
+        "rewritten, mtime kept": "changed while it was read; skipped",
+        "renamed over": "replaced by another file since the walk; skipped",
+        "removed": "vanished during the scan",
+    }[how]
+    assert warnings == [ScanWarning(str(a), cause)]
+
+
 def test_other_name_changed_after_the_walk_is_not_listed(tmp_path: Path) -> None:
     write(tmp_path / "a", b"same")
     os.symlink(tmp_path / "a", tmp_path / "s")

@@ -4,75 +4,70 @@ The chain, each stage a list of candidate groups in and a list out, singletons
 dropped and survivors logged after every stage:
 
 1. **size**: files are grouped by size (the seed's free auxiliary information);
+   a file whose size no other file has is never opened;
 2. **inode**: names of one inode (hardlinks) become one candidate, so a file is
    never read twice nor counted as wasted space; groups of one inode drop out;
-3. **block rounds**: every group still tied reads its next block, all groups in
-   lock step; the block grows geometrically (4 KiB first, then x4 up to
-   :data:`MAX_BLOCK`). Each byte of a file is read at most once (but see
-   *Memory*); a file leaves as soon as one of its blocks differs.
+3. **block rounds** (:mod:`sif.exact.rounds`): every group still tied reads its
+   next block, all groups in lock step; the block grows geometrically (4 KiB
+   first, then x4 up to :data:`MAX_BLOCK`). Each byte of a file is read at
+   most once; a file leaves as soon as one of its blocks differs. The
+   grouping is byte-exact (no hash decides), and a file changed while it was
+   read is dropped with a warning (see that module).
 
-**Exactness.** A block is grouped by comparing its bytes with the block of a
-representative of each subgroup (``bytes ==``, a ``memcmp``). An xxh3-128 of
-the block only serves to find the candidate subgroup when the block differs
-from the first one; equal hashes with unequal bytes make separate subgroups.
-So a hash collision can never make two different files replicas, and no third
-pass (re-reading to confirm) is needed. When all files of a group agree, which
-is the common case when most files are replicas (the seed's last line), no
-hash is computed at all, only one ``memcmp`` per block.
+Stages 1 and 2 run as C loops over the walk's columns (``Counter``, ``map``,
+``sorted`` with an array's ``__getitem__`` as key); only groups holding a
+name with more than one link, or a symbolic link, are looked at file by
+file. The other names of a file in a group (hardlinks, symlinks) are
+checked at the end to still name it.
 
 **Digest.** Each final group carries the XXH3-128 digest of its content,
 computed once per distinct block, not once per file. It names the content;
 it decides nothing (the grouping is byte-exact), so a fast hash suffices:
 BLAKE3 would cost a sixth of the time on large files.
-
-**Changes during the scan.** A file is opened only if it is still the regular
-file the walk saw (same device and inode: :func:`sif.fileio.open_regular`,
-never blocking on a FIFO swapped in, and not through a symbolic link that
-was not one during the walk); after every read, ``fstat`` of the open
-descriptor must give the walk's size, mtime and ctime (which ``utime``
-cannot restore), and the read its full length. Otherwise the file is
-dropped with a warning naming it ("changed while it was read"), and so is
-one that vanished or cannot be read. The other names of a file in a group
-(hardlinks, symlinks) are checked at the end to still name it.
-
-**Memory.** Per process: two reusable buffers per block size (under 3 MiB
-in all), plus the representatives of the subgroups that a round starts, up
-to ``memory_budget`` bytes; past that a subgroup keeps only its hash and a
-match is confirmed by reading its representative's block again, which
-happens only when very many files of one size differ in one block. So
-memory is bounded whatever the file sizes and group sizes. Files are opened
-for one read and closed at once, so groups larger than the open-file limit
-work. Small files (one block) are keyed by their whole content.
 """
 
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import time
-from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import compress
 from typing import Any
-
-import xxhash
 
 from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.exact.rounds import (
+    CHANGED,
+    DEFAULT_MEMORY_BUDGET,
+    FIRST_BLOCK,
+    GROWTH,
+    MAX_BLOCK,
+    _refine_task,
+    _Table,
+    _Task,
+    block_schedule,
+)
 from sif.executors import fork_pool, shared_map
-from sif.fileio import open_regular
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
 
-FIRST_BLOCK = 4 * 1024
-"""The first block: one page, enough to tell most different small files apart."""
-GROWTH = 4
-"""Each block is GROWTH times the one before: a file of n bytes takes O(log n) rounds."""
-MAX_BLOCK = 1024 * 1024
-"""The largest block: a read's fixed cost (~5 us) is then under 5% of its copy time."""
-DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
-"""Bytes of subgroup representatives one group's round keeps, at most."""
+__all__ = [
+    "CHANGED",
+    "DEFAULT_MEMORY_BUDGET",
+    "FIRST_BLOCK",
+    "GROWTH",
+    "MAX_BLOCK",
+    "DupesStats",
+    "Group",
+    "Replica",
+    "ReplicaFinder",
+    "block_schedule",
+    "find_duplicates",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,331 +150,33 @@ class DupesStats:
     survivors: list[tuple[str, int]] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Tied:
-    """Candidates (indices into a :class:`_Table`) of one size, equal up to ``offset``."""
-
-    size: int
-    members: list[int]
-    hasher: Any = None  # an xxh3_128 state, made when the group first survives a round
-    offset: int = 0
-    block: int = FIRST_BLOCK
-    digest: str | None = None  # set once the group is read to its end
-
-    def next_length(self) -> int:
-        """The length of the next read: the block, cut by the end of file."""
-        return min(self.block, self.size - self.offset)
-
-
-def block_schedule(size: int) -> list[int]:
-    """The block lengths read from a file of ``size`` bytes; they sum to ``size``.
-
-    Pure; benchmarks use it to compute the minimum number of bytes to read.
-    """
-    out: list[int] = []
-    offset, block = 0, FIRST_BLOCK
-    while offset < size:
-        n = min(block, size - offset)
-        out.append(n)
-        offset += n
-        block = min(block * GROWTH, MAX_BLOCK)
-    return out
-
-
-CHANGED = "changed while it was read; skipped"
-"""The warning for a file whose size, mtime or ctime moved while sif read it."""
-
-
-class _Table:
-    """The candidates a refiner works on, column by column; a candidate is an index.
-
-    Paths are kept as (directory, name) like :class:`RecordColumns` and joined
-    only for a read: a table of 10^5 candidates stays a few MB, to keep and
-    to send to a worker.
-    """
-
-    __slots__ = ("ctime_ns", "dev", "dir_of", "dirs", "ino", "mtime_ns", "names", "size", "symlink")
-
-    def __init__(self, cols: RecordColumns, indices: list[int]) -> None:
-        local: dict[int, int] = {}
-        self.dirs: list[str] = []
-        self.dir_of = array("I")
-        for i in indices:
-            d = cols.dir_of[i]
-            k = local.get(d)
-            if k is None:
-                k = local[d] = len(self.dirs)
-                self.dirs.append(cols.dirs[d])
-            self.dir_of.append(k)
-        self.names = [cols.names[i] for i in indices]
-        self.dev = array("Q", [cols.dev[i] for i in indices])
-        self.ino = array("Q", [cols.ino[i] for i in indices])
-        self.size = array("q", [cols.size[i] for i in indices])
-        self.mtime_ns = array("q", [cols.mtime_ns[i] for i in indices])
-        self.ctime_ns = array("q", [cols.ctime_ns[i] for i in indices])
-        self.symlink = bytes([cols.symlink[i] for i in indices])
-
-    def path(self, i: int) -> str:
-        return self.dirs[self.dir_of[i]] + self.names[i]
-
-    def read(
-        self, i: int, offset: int, length: int, into: bytearray | None = None
-    ) -> bytes | bytearray | str:
-        """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
-
-        One ``open``, ``fstat``, ``pread``, ``fstat`` and ``close``. The open
-        takes only the regular file the walker saw (same device and inode; no
-        FIFO, which would block; no symlink where the walk met none), and the
-        ``fstat`` after the read proves it unchanged (size, mtime and ctime),
-        so a file changed or replaced meanwhile is never grouped. With
-        ``into`` (a buffer of ``length`` bytes, reused from read to read), the
-        bytes land there: no allocation and no fresh pages to fault in, which
-        makes large blocks a third cheaper in system time.
-        """
-        path = self.dirs[self.dir_of[i]] + self.names[i]
-        try:
-            fd, _ = open_regular(
-                path,
-                expect=(self.dev[i], self.ino[i]),
-                follow_symlinks=bool(self.symlink[i]),
-                noatime=True,
-            )
-            try:
-                if into is None:
-                    data: bytes | bytearray = os.pread(fd, length, offset)
-                    n = len(data)
-                else:
-                    data = into
-                    n = os.preadv(fd, [into], offset)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-        except FileNotFoundError:
-            return "vanished during the scan"
-        except PermissionError:
-            return "permission denied"
-        except OSError as exc:
-            return exc.strerror or str(exc)
-        if (
-            st.st_size != self.size[i]
-            or st.st_mtime_ns != self.mtime_ns[i]
-            or st.st_ctime_ns != self.ctime_ns[i]
-            or n != length
-        ):
-            return CHANGED
-        return data
-
-
-class _Subgroups:
-    """Splits a tied group by the content of one block, exactly (see module docstring).
-
-    Representatives of new subgroups are kept while their bytes fit in
-    ``budget``; past it a subgroup keeps only its hash, and a block whose
-    hash matches is confirmed by reading the representative's block again
-    (``reread``). So memory stays bounded even if a thousand files of one
-    size all differ, and extra reads happen only then.
-    """
-
-    __slots__ = ("budget", "by_hash", "first", "first_block", "kept", "parent", "reread")
-
-    def __init__(
-        self, parent: _Tied, budget: int, reread: Callable[[int], bytes | bytearray | str]
-    ) -> None:
-        self.parent = parent
-        self.budget = budget
-        self.reread = reread
-        self.kept = 0
-        self.first: list[int] | None = None
-        self.first_block: bytes | bytearray = b""
-        self.by_hash: dict[int, list[tuple[bytes | None, list[int]]]] = {}
-
-    def add(self, cand: int, block: bytes | bytearray) -> None:
-        """Put ``cand`` with the members whose block equals ``block`` (copied if kept)."""
-        if self.first is None:  # the refiner keeps this buffer intact for the round
-            self.first, self.first_block = [cand], block
-            return
-        if block == self.first_block:  # the common case when most files are replicas
-            self.first.append(cand)
-            return
-        h = xxhash.xxh3_128_intdigest(block)
-        bucket = self.by_hash.setdefault(h, [])
-        for rep, members in bucket:
-            if rep is None:
-                rep = self._rep(members[0])
-            if rep == block:  # equal hashes are not enough: compare the bytes
-                members.append(cand)
-                return
-        if self.kept + len(block) <= self.budget:
-            self.kept += len(block)
-            bucket.append((bytes(block), [cand]))
-        else:
-            bucket.append((None, [cand]))
-
-    def _rep(self, member: int) -> bytes | None:
-        data = self.reread(member)
-        return None if isinstance(data, str) else bytes(data)  # unreadable now: no match
-
-    def groups(self, length: int) -> Iterator[_Tied]:
-        """The subgroups of two or more, advanced past a block of ``length`` bytes."""
-        parts: list[tuple[bytes | bytearray | None, list[int]]] = []
-        if self.first is not None:
-            parts.append((self.first_block, self.first))
-        for bucket in self.by_hash.values():
-            parts.extend(bucket)
-        alive = [(rep, m) for rep, m in parts if len(m) > 1]
-        p = self.parent
-        end = p.offset + length
-        for i, (rep, members) in enumerate(alive):
-            if rep is None:
-                rep = self._rep(members[0])
-                if rep is None:
-                    continue  # the representative changed since: sif cannot vouch for it
-            # The last survivor takes the parent's hasher; the others copy it.
-            hasher = p.hasher or xxhash.xxh3_128()
-            if i < len(alive) - 1:
-                hasher = hasher.copy()
-            hasher.update(rep)
-            if end >= p.size:  # finished: keep the digest, not the hasher
-                yield _Tied(p.size, members, None, end, digest=hasher.hexdigest())
-            else:
-                yield _Tied(p.size, members, hasher, end, min(p.block * GROWTH, MAX_BLOCK))
-
-
 @dataclass
-class _Outcome:
-    """What refining one batch of groups found: groups as indices into its table."""
+class _Groups:
+    """Candidate groups, flat: the members of group k are ``flat[start_k : start_k + n_k]``."""
 
-    groups: list[tuple[int, str, list[int]]] = field(default_factory=list)
-    warnings: list[ScanWarning] = field(default_factory=list)
-    bytes_read: int = 0
-    survivors: list[tuple[str, int]] = field(default_factory=list)
+    flat: list[int]
+    """Indices into the walk's columns, group after group."""
+    sizes: list[int]
+    """Each group's file size."""
+    lengths: list[int]
+    """Each group's number of members."""
+    links: dict[int, list[int]] = field(default_factory=dict)
+    """For a candidate with more names (hardlinks, symlinks to it): those names."""
 
-
-class _Refiner:
-    """Stage 3, the block rounds, over the candidates of one :class:`_Table`."""
-
-    def __init__(
-        self,
-        table: _Table,
-        budget: int,
-        on_warning: WarningSink,
-        progress: Progress,
-    ) -> None:
-        self.table = table
-        self.budget = budget
-        self._buffers: dict[int, tuple[bytearray, bytearray]] = {}
-        self.on_warning = on_warning
-        self.progress = progress
-        self.outcome = _Outcome()
-
-    def _drop(self, i: int, cause: str) -> None:
-        w = ScanWarning(self.table.path(i), cause)
-        self.outcome.warnings.append(w)
-        self.on_warning(w)
-
-    def run(self, tied: list[_Tied]) -> _Outcome:
-        """Block rounds until every group is read to its end."""
-        pending = tied
-        round_no = 0
-        while pending:
-            round_no += 1
-            still: list[_Tied] = []
-            # Small files are keyed by their whole content, unless so many that
-            # their bytes would not fit the budget: those go the bounded way.
-            small: list[_Tied] = []
-            large: list[_Tied] = []
-            for g in pending:
-                whole = g.offset == 0 and g.size <= FIRST_BLOCK
-                fits = g.size * len(g.members) <= self.budget
-                (small if whole and fits else large).append(g)
-            done = list(self._whole(small))
-            done.extend(self._round(large))
-            for g in done:
-                if g.digest is not None:
-                    self.outcome.groups.append((g.size, g.digest, g.members))
-                else:
-                    still.append(g)
-            self.outcome.survivors.append(
-                (f"block round {round_no}", sum(len(g.members) for g in still))
-            )
-            pending = still
-        return self.outcome
-
-    def _whole(self, groups: list[_Tied]) -> Iterator[_Tied]:
-        """Groups of small files, read whole in one go and keyed by their bytes (exact)."""
-        read = self.table.read
-        advance = self.progress.advance
-        for g in groups:
-            by_content: dict[bytes, list[int]] = {}
-            size = g.size
-            for i in g.members:
-                res = read(i, 0, size)
-                if type(res) is str:
-                    self._drop(i, res)
-                    continue
-                self.outcome.bytes_read += size
-                advance(size)
-                by_content.setdefault(res, []).append(i)  # type: ignore[arg-type]
-            for content, members in by_content.items():
-                if len(members) > 1:
-                    digest = xxhash.xxh3_128_hexdigest(content)
-                    yield _Tied(size, members, None, size, digest=digest)
-
-    def _reread(self, i: int, offset: int, length: int) -> bytes | bytearray | str:
-        """A block read again to confirm a match (memory budget exceeded); counted."""
-        data = self.table.read(i, offset, length)
-        if not isinstance(data, str):
-            self.outcome.bytes_read += length
-        return data
-
-    def _buffers_for(self, length: int) -> tuple[bytearray, bytearray]:
-        """Two reusable buffers of ``length`` bytes: the first member's block, the others'."""
-        pair = self._buffers.get(length)
-        if pair is None:
-            pair = (bytearray(length), bytearray(length))
-            if length & (length - 1) == 0:  # block sizes recur; the tails of files do not
-                self._buffers[length] = pair
-        return pair
-
-    def _round(self, groups: list[_Tied]) -> Iterator[_Tied]:
-        """Read the next block of every member of ``groups``; yield the subgroups.
-
-        Blocks are read into two buffers reused from group to group (the first
-        member's, which represents the subgroup, and the others'), so when most
-        files agree (the common case for large files) a block costs one
-        ``preadv`` and one ``memcmp``, and nothing is allocated; only a block
-        that starts another subgroup is copied.
-        """
-        read = self.table.read
-        for g in groups:
-            length = g.next_length()
-            offset = g.offset
-            split = _Subgroups(g, self.budget, partial(self._reread, offset=offset, length=length))
-            first, other = self._buffers_for(length)
-            for i in g.members:
-                res = read(i, offset, length, first if split.first is None else other)
-                if isinstance(res, str):
-                    self._drop(i, res)
-                else:
-                    self.outcome.bytes_read += length
-                    self.progress.advance(length)
-                    split.add(i, res)
-            yield from split.groups(length)
-
-
-_Task = tuple[_Table, list[int], list[int], int]
-"""A worker's share: its table, the group sizes and lengths, and the memory budget."""
-
-
-def _refine_task(task: _Task, progress: Progress | None = None) -> _Outcome:
-    """Refine a share of the groups (in a worker process, or here with ``progress``)."""
-    table, sizes, lengths, budget = task
-    tied: list[_Tied] = []
-    start = 0
-    for size, n in zip(sizes, lengths, strict=True):
-        tied.append(_Tied(size, list(range(start, start + n))))
-        start += n
-    return _Refiner(table, budget, ignore_warning, progress or NullProgress()).run(tied)
+    def shares(self, jobs: int) -> list[_Groups]:
+        """The groups dealt into about 4 shares per process, round robin, so that each
+        share holds small and large files alike; one share if too few to pay."""
+        if jobs < 2 or len(self.flat) < PARALLEL_MIN_FILES:
+            return [self] if self.flat else []
+        out = [_Groups([], [], []) for _ in range(min(4 * jobs, len(self.sizes)))]
+        pos = 0
+        for k, (size, n) in enumerate(zip(self.sizes, self.lengths, strict=True)):
+            share = out[k % len(out)]
+            share.flat.extend(self.flat[pos : pos + n])
+            share.sizes.append(size)
+            share.lengths.append(n)
+            pos += n
+        return out
 
 
 class ReplicaFinder:
@@ -509,51 +206,73 @@ class ReplicaFinder:
         self.stats.survivors.append((stage, n))
         self.progress.log(f"{n} candidates after {stage}")
 
-    def group_by_size(self, cols: RecordColumns) -> list[list[int]]:
-        """Stage 1: indices of files of equal size, groups of two or more."""
+    def group_by_size(self, cols: RecordColumns) -> _Groups:
+        """Stage 1: files of a size that another file has, as groups of two or more.
+
+        The groups come by increasing size, the files of one size by inode
+        (a cheap proxy for their order on disk). No Python runs per file:
+        a ``Counter`` of the sizes, a ``compress`` of the files whose size
+        recurs, two ``sort`` calls keyed by the columns.
+        """
         sizes = cols.size
         self.stats.files += len(cols)
         self.stats.bytes_scanned += sum(sizes)
         counts = Counter(sizes)
-        by_size: dict[int, list[int]] = {}
-        for i, size in enumerate(sizes):
-            if counts[size] > 1:
-                by_size.setdefault(size, []).append(i)
-        groups = list(by_size.values())
-        self._log("grouping by size", sum(map(len, groups)))
+        shared = sorted(s for s, c in counts.items() if c > 1)
+        recurs = set(shared)
+        flat = list(compress(range(len(sizes)), map(recurs.__contains__, sizes)))
+        flat.sort(key=cols.ino.__getitem__)
+        flat.sort(key=sizes.__getitem__)  # stable: by inode within a size
+        groups = _Groups(flat, shared, [counts[s] for s in shared])
+        self._log("grouping by size", len(flat))
         return groups
 
-    def collapse_inodes(
-        self, cols: RecordColumns, size_groups: list[list[int]]
-    ) -> tuple[list[list[int]], dict[int, list[int]]]:
+    def collapse_inodes(self, cols: RecordColumns, groups: _Groups) -> _Groups:
         """Stage 2: one candidate per inode; groups of one inode drop out.
 
-        Returns the groups (in inode order, a cheap proxy for the order on disk)
-        and, for candidates with more names, the indices of those other names.
-        The candidate (the name read) is the file's own name rather than a
-        symlink to it, when it has one.
+        Returns the groups and, in ``links``, for candidates with more names,
+        the indices of those other names. The candidate (the name read) is the
+        file's own name rather than a symlink to it, when it has one. Only a
+        group holding a name whose file had more than one link when the walk
+        saw it, or a symlink, can hold two names of one inode (the second
+        name the walk met showed ``st_nlink > 1``): only those are looked at.
         """
-        dev, ino, symlink = cols.dev, cols.ino, cols.symlink
-        out: list[list[int]] = []
-        links: dict[int, list[int]] = {}
-        for group in size_groups:
-            first: dict[tuple[int, int], int] = {}
-            for i in group:
-                key = (dev[i], ino[i])
-                j = first.setdefault(key, i)
-                if j == i:
+        flat, symlink = groups.flat, cols.symlink
+        many = compress(flat, map((1).__lt__, map(cols.nlink.__getitem__, flat)))
+        suspects = set(map(cols.size.__getitem__, many))
+        if any(symlink):
+            suspects.update(cols.size[i] for i in flat if symlink[i])
+        if not suspects:
+            self._log("collapsing hardlinks", len(flat))
+            return groups
+        dev, ino = cols.dev, cols.ino
+        out = _Groups([], [], [])
+        links = out.links
+        pos = 0
+        for size, n in zip(groups.sizes, groups.lengths, strict=True):
+            group = flat[pos : pos + n]
+            pos += n
+            if size in suspects:
+                first: dict[tuple[int, int], int] = {}
+                for i in group:
+                    key = (dev[i], ino[i])
+                    j = first.setdefault(key, i)
+                    if j == i:
+                        continue
+                    if symlink[j] and not symlink[i]:  # read the file's own name
+                        first[key] = i
+                        links[i] = [*links.pop(j, ()), j]
+                    else:
+                        links.setdefault(j, []).append(i)
+                if len(first) < 2:
                     continue
-                if symlink[j] and not symlink[i]:  # read the file's own name
-                    first[key] = i
-                    links[i] = [*links.pop(j, ()), j]
-                else:
-                    links.setdefault(j, []).append(i)
-            if len(first) > 1:
-                uniq = list(first.values()) if len(first) < len(group) else group
-                uniq.sort(key=ino.__getitem__)
-                out.append(uniq)
-        self._log("collapsing hardlinks", sum(map(len, out)))
-        return out, links
+                if len(first) < len(group):
+                    group = sorted(first.values(), key=ino.__getitem__)
+            out.flat.extend(group)
+            out.sizes.append(size)
+            out.lengths.append(len(group))
+        self._log("collapsing hardlinks", len(out.flat))
+        return out
 
     def run(self, cols: RecordColumns, pool: Any = None) -> Iterator[Group]:
         """Stages 1 to 3; the groups sorted by size (largest first), then by first path.
@@ -566,22 +285,22 @@ class ReplicaFinder:
         """
         start = time.monotonic()
         self.progress.stage("grouping", unit="files")
-        groups, links = self.collapse_inodes(cols, self.group_by_size(cols))
-        n = sum(map(len, groups))
-        self.stats.candidates = n
-        total = sum(cols.size[g[0]] * len(g) for g in groups)
+        groups = self.collapse_inodes(cols, self.group_by_size(cols))
+        links = groups.links
+        self.stats.candidates = len(groups.flat)
+        total = sum(map(operator.mul, groups.sizes, groups.lengths))
         self.progress.stage("comparing", total=total, unit="bytes")
-        shares = self._shares(groups, self.jobs if pool is not None else 1)
-        tasks = (
-            (
-                _Table(cols, [i for g in share for i in g]),
-                [cols.size[g[0]] for g in share],
-                [len(g) for g in share],
-                self.memory_budget,
-            )
-            for share in shares
-        )  # made one at a time, as the pool takes them: memory stays small
+        shares = groups.shares(self.jobs if pool is not None else 1)
+        budget = self.memory_budget
         parallel = pool is not None and len(shares) > 1
+        tasks: Iterator[_Task]
+        if parallel:  # a compact table a share, made as the pool takes them: memory stays small
+            tasks = (
+                (_Table(cols, share.flat), None, share.sizes, share.lengths, budget)
+                for share in shares
+            )
+        else:  # here alone: the walk's columns are the table, its indices the rows
+            tasks = iter([(_Table.over(cols), s.flat, s.sizes, s.lengths, budget) for s in shares])
         # Alone, this process reports progress as it reads; shared, as results come in.
         local = _refine_task if parallel else partial(_refine_task, progress=self.progress)
         outcomes = shared_map(_refine_task, tasks, pool if parallel else None, local=local)
@@ -589,9 +308,9 @@ class ReplicaFinder:
         found: list[tuple[int, str, str, list[int]]] = []
         rounds: dict[str, int] = {}
         for k, outcome in outcomes:
-            flat = [i for g in shares[k] for i in g]
+            flat = shares[k].flat
             for size, digest, members in outcome.groups:
-                ids = [flat[m] for m in members]
+                ids = [flat[m] for m in members] if parallel else members
                 self._check_names(cols, links, ids)
                 first = min(cols.path(j) for i in ids for j in (i, *links.get(i, ())))
                 found.append((size, first, digest, ids))
@@ -643,22 +362,6 @@ class ReplicaFinder:
     def _warn(self, path: str, cause: str) -> None:
         self.stats.warnings += 1
         self.on_warning(ScanWarning(path, cause))
-
-    def _shares(self, groups: list[list[int]], jobs: int) -> list[list[list[int]]]:
-        """Cut the groups into about 4 shares per worker (none if too few to pay)."""
-        n = sum(map(len, groups))
-        if jobs < 2 or n < PARALLEL_MIN_FILES:
-            return [groups] if groups else []
-        per_share = n // (4 * jobs) + 1
-        shares: list[list[list[int]]] = [[]]
-        count = 0
-        for g in groups:
-            if count >= per_share:
-                shares.append([])
-                count = 0
-            shares[-1].append(g)
-            count += len(g)
-        return shares
 
     @staticmethod
     def _group(
