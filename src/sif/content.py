@@ -77,6 +77,7 @@ from sif.filetypes import (
     kind_of,
     normalize_code,
     sniff,
+    sniff_magic,
     strip_markup_html,
     strip_postscript,
     strip_tex,
@@ -110,6 +111,7 @@ __all__ = [
     "entries",
     "kind_of",
     "normalize_code",
+    "plain_kind",
     "sniff",
     "strip_markup_html",
     "strip_postscript",
@@ -372,6 +374,28 @@ def entries(
             scan.warn(origin, exc.cause)
         if given == 0:
             yield Entry(origin, origin, kind_of(head), View(RAW, kind_of(head)), size, file=origin)
+
+
+def plain_kind(head: bytes, name: str, mode: str) -> str | None:
+    """The kind of a file on disk whose content starts with ``head``, if :func:`entries`
+    gives it as one raw entry of the whole file under normalisation ``mode``; else
+    ``None`` (compressed, an archive, a view other than raw: ask :func:`entries`).
+
+    The same decisions as :func:`entries` (``_layer`` and ``_leaf``), made from the
+    sample alone, so that a batch of plain files skips the generator. Pure.
+    """
+    if mode == "raw":
+        return kind_of(head)
+    if mode == "code":
+        return None  # source code may be tokenised: the lexer decides
+    magic = sniff_magic(head)
+    if magic in COMPRESSIONS or magic in ARCHIVES:
+        return None
+    if magic is not None:  # ELF, PostScript: a view of their own but under unpack
+        return kind_of(head) if mode == "unpack" else None
+    if mode == "markup" and sniff(head, name) in MARKUPS:
+        return None
+    return kind_of(head)
 
 
 def _layer(
