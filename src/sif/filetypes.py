@@ -10,7 +10,6 @@ functions over bytes.
 
 from __future__ import annotations
 
-import html
 import re
 import struct
 from typing import Any
@@ -319,6 +318,8 @@ def strip_markup_html(data: bytes) -> bytes:
     data = _HTML_DROP.sub(b" ", data)
     data = _HTML_TAG.sub(b" ", data)
     text = data.decode("utf-8", "surrogateescape")
+    import html  # only the markup view needs it
+
     text = _HTML_ENTITY.sub(lambda m: html.unescape(m.group(0)), text)
     text = _UWS.sub(" ", text).strip()
     return text.encode("utf-8", "surrogateescape")

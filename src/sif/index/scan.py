@@ -25,7 +25,7 @@ import numpy.typing as npt
 from sif.content import RAW, SAMPLE_SIZE, ContentOptions, Entry, entries, kind_of, plain_kind
 from sif.core.anchors import AnchorSet
 from sif.core.rolling import as_bytes_array
-from sif.core.windows import WindowSample, fold32, window_values
+from sif.core.windows import WindowSample, distinct, fold32, window_values
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fileio import open_regular, open_regular_file
 from sif.fingerprint import FingerprintParams, fingerprint_batch, fingerprint_reader, small_limit
@@ -73,7 +73,7 @@ class ScannedFile:
     @functools.cached_property
     def n_distinct(self) -> int:
         """Distinct fingerprints; computed once (the commit asks more than once)."""
-        return len(np.unique(self.fingerprints))
+        return len(distinct(self.fingerprints))
 
 
 @dataclass(frozen=True)
@@ -285,10 +285,10 @@ def scan_plain_files(
     np.cumsum(counts, out=bounds[1:])
     # Distinct values per file: one sort of (file, value) keys for the batch.
     owner = np.repeat(np.arange(len(kept), dtype=np.uint64), counts)
-    keys = np.unique((owner << np.uint64(32)) | stored.astype(np.uint64))
-    distinct = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(kept))
+    keys = distinct((owner << np.uint64(32)) | stored.astype(np.uint64))
+    per_file = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(kept))
     edges = bounds.tolist()
-    n_distinct = distinct.tolist()
+    n_distinct = per_file.tolist()
     for j, (i, start, end, kind) in enumerate(kept):
         scanned = ScannedFile(
             kind,
