@@ -115,3 +115,41 @@ def test_plain_batches_of_any_bytes(tmp_path_factory: pytest.TempPathFactory, bl
                 b"\xef",
                 b"\x04",
             )
+
+
+def test_a_batch_of_reads_pickles_as_columns_and_comes_back_whole(tmp_path: Path) -> None:
+    # What a worker sends back: the same reads, entries, warnings and failures.
+    import pickle
+
+    import sif.index.build as build
+
+    paths = tree(tmp_path)
+    items = []
+    for p in paths:
+        st_ = os.stat(p)
+        items.append(
+            (str(p), st_.st_dev, st_.st_ino, st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns)
+        )
+    items.append((str(tmp_path / "gone"), 1, 1, 5, 0, 0))
+    build._PARAMS, build._CONTENT = DEFAULT_PARAMS, ContentOptions()
+    try:
+        reads = build._scan_batch((False, items))
+    finally:
+        build._PARAMS = build._CONTENT = None
+    back = pickle.loads(pickle.dumps(reads))
+    assert type(back) is type(reads) and len(back) == len(reads) == len(items)
+    for a, b in zip(reads, back, strict=True):
+        assert (a.path, a.warnings, a.failed) == (b.path, b.warnings, b.failed)
+        assert [
+            (e.path, e.dev, e.ino, e.mtime_ns, e.origin, e.file_size, e.ctime_ns) for e in a.entries
+        ] == [
+            (e.path, e.dev, e.ino, e.mtime_ns, e.origin, e.file_size, e.ctime_ns) for e in b.entries
+        ]
+        same([_entry(e) for e in a.entries], [_entry(e) for e in b.entries])
+    assert back[-1].failed is not None and not back[-1].entries
+
+
+def _entry(new: object) -> object:
+    from sif.index.scan import ScannedEntry
+
+    return ScannedEntry(new.path, new.origin, "", new.scan)  # type: ignore[attr-defined]
