@@ -55,6 +55,29 @@ def test_shared_map_gives_every_result() -> None:
     assert list(shared_map(square, [2, 5], None)) == [(0, 4), (1, 25)]
 
 
+def square_and_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+def test_shared_map_without_sharing_runs_nothing_here(watchdog: None) -> None:
+    # A coordinator: every item goes to a worker, every result comes back.
+    pool = fork_pool(3)
+    assert pool is not None
+    try:
+        got = dict(shared_map(square_and_pid, range(100), pool, share=False))
+    finally:
+        pool.shutdown()
+    assert {i: v for i, (v, _) in got.items()} == {i: i * i for i in range(100)}
+    assert MAIN not in {pid for _, pid in got.values()}
+    with_sharing = fork_pool(2)
+    try:
+        pids = {pid for _, (_, pid) in shared_map(square_and_pid, range(100), with_sharing)}
+    finally:
+        assert with_sharing is not None
+        with_sharing.shutdown()
+    assert MAIN in pids
+
+
 def test_a_killed_worker_raises_worker_died_within_seconds(watchdog: None) -> None:
     pool = fork_pool(3)
     assert pool is not None

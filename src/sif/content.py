@@ -35,17 +35,13 @@ import importlib.util
 import io
 import os
 import re
-import tarfile
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, cast
 
 from sif.decoders import (
-    _BROKEN,
     _CHUNK,
     _COMPRESSED_TAR,
-    _ENDINGS,
     ContentStats,
     _Budget,
     _cause,
@@ -53,11 +49,13 @@ from sif.decoders import (
     _Counting,
     _decoded_name,
     _decoder,
+    _endings,
     _Guarded,
     _Metered,
     _read_upto,
     _Readable,
     _Stop,
+    broken,
     total_bound,
 )
 from sif.errors import ConfigError
@@ -77,6 +75,7 @@ from sif.filetypes import (
     kind_of,
     normalize_code,
     sniff,
+    sniff_magic,
     strip_markup_html,
     strip_postscript,
     strip_tex,
@@ -84,6 +83,9 @@ from sif.filetypes import (
 )
 
 if TYPE_CHECKING:
+    import tarfile
+    import zipfile
+
     from sif.walk import FileRecord
 
 __all__ = [
@@ -110,6 +112,7 @@ __all__ = [
     "entries",
     "kind_of",
     "normalize_code",
+    "plain_kind",
     "sniff",
     "strip_markup_html",
     "strip_postscript",
@@ -374,6 +377,28 @@ def entries(
             yield Entry(origin, origin, kind_of(head), View(RAW, kind_of(head)), size, file=origin)
 
 
+def plain_kind(head: bytes, name: str, mode: str) -> str | None:
+    """The kind of a file on disk whose content starts with ``head``, if :func:`entries`
+    gives it as one raw entry of the whole file under normalisation ``mode``; else
+    ``None`` (compressed, an archive, a view other than raw: ask :func:`entries`).
+
+    The same decisions as :func:`entries` (``_layer`` and ``_leaf``), made from the
+    sample alone, so that a batch of plain files skips the generator. Pure.
+    """
+    if mode == "raw":
+        return kind_of(head)
+    if mode == "code":
+        return None  # source code may be tokenised: the lexer decides
+    magic = sniff_magic(head)
+    if magic in COMPRESSIONS or magic in ARCHIVES:
+        return None
+    if magic is not None:  # ELF, PostScript: a view of their own but under unpack
+        return kind_of(head) if mode == "unpack" else None
+    if mode == "markup" and sniff(head, name) in MARKUPS:
+        return None
+    return kind_of(head)
+
+
 def _layer(
     scan: _Scan,
     display: str,
@@ -399,7 +424,7 @@ def _layer(
                 if exc.whole_file:
                     raise
                 scan.warn(display, exc.cause)
-            except _BROKEN as exc:
+            except broken() as exc:
                 scan.warn(display, f"{kind}: {_cause(exc)}")
             # A failed layer leaves its raw entry to the caller (on disk) or to nothing (a member).
             return
@@ -453,9 +478,13 @@ def _expand(
         if on_disk and not decoded:
             cast(IO[bytes], rest).seek(0)
             # Seekable: members not read are skipped by seeking, not read.
+            import tarfile
+
             tar = tarfile.open(fileobj=cast(IO[bytes], rest), mode="r:")  # noqa: SIM115 (closed by _tar_members)
         else:
             chained = cast(IO[bytes], _Chain(head, rest))
+            import tarfile
+
             tar = tarfile.open(fileobj=chained, mode="r|")  # noqa: SIM115 (closed by _tar_members)
         members = _tar_members(scan, display, tar)
     for member_name, stream, size in members:
@@ -534,7 +563,7 @@ def _holds_archive(kind: str, data: bytes, name: str) -> bool:
         return False
     try:
         sample, _ = _read_upto(decoder, SAMPLE_SIZE)
-    except _ENDINGS:
+    except _endings():
         return False
     finally:
         decoder.close()
@@ -584,6 +613,8 @@ def _zip_members(
     scan: _Scan, display: str, archive: IO[bytes]
 ) -> Iterator[tuple[str, _Readable, int | None]]:
     o = scan.options
+    import zipfile
+
     with zipfile.ZipFile(archive) as zf:
         infos = [info for info in zf.infolist() if not info.is_dir()]
         shared = _overlapping(infos)
@@ -619,7 +650,7 @@ def _zip_members(
                 )
             try:
                 raw = zf.open(info)
-            except _BROKEN as exc:
+            except broken() as exc:
                 scan.warn(path, f"zip: {_cause(exc)}")
                 continue
             with raw:

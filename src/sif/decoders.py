@@ -2,21 +2,17 @@
 
 Each file on disk gets a :class:`_Budget` (at most :func:`total_bound` bytes produced,
 ``max_members`` members); decompressors are metered against it and held to the ratio
-limit; a corrupt or truncated stream raises one of :data:`_BROKEN` (a zstd stream too:
+limit; a corrupt or truncated stream raises one of :func:`broken` (a zstd stream too:
 :class:`_ZstdFrames` follows its frames to tell a cut one), which the caller turns into a
 :class:`~sif.events.ScanWarning`.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
+import functools
 import io
-import lzma
 import re
 import struct
-import tarfile
-import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,23 +45,35 @@ class _Stop(Exception):
         self.whole_file = whole_file  # the file's budget is spent: stop everything
 
 
-# What a corrupt or truncated archive or compressed stream raises.
-_BROKEN: tuple[type[BaseException], ...] = (
-    OSError,
-    EOFError,
-    ValueError,
-    zlib.error,
-    lzma.LZMAError,
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    tarfile.TarError,
-    NotImplementedError,  # a zip compression method Python lacks (deflate64, ...)
-    RuntimeError,  # an encrypted zip member
-    struct.error,
-)
+@functools.cache
+def broken() -> tuple[type[BaseException], ...]:
+    """What a corrupt or truncated archive or compressed stream raises.
+
+    A function, so that a process that meets no archive (``sif query`` of a
+    text file) never imports lzma, tarfile and zipfile.
+    """
+    import lzma
+    import tarfile
+    import zipfile
+
+    return (
+        OSError,
+        EOFError,
+        ValueError,
+        zlib.error,
+        lzma.LZMAError,
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        tarfile.TarError,
+        NotImplementedError,  # a zip compression method Python lacks (deflate64, ...)
+        RuntimeError,  # an encrypted zip member
+        struct.error,
+    )
 
 
-_ENDINGS: tuple[type[BaseException], ...] = (_Stop, *_BROKEN)
+@functools.cache
+def _endings() -> tuple[type[BaseException], ...]:
+    return (_Stop, *broken())
 
 
 def _cause(exc: BaseException) -> str:
@@ -227,7 +235,7 @@ class _Guarded(io.RawIOBase):
             return 0
         try:
             return self.inner.readinto(b) or 0
-        except _ENDINGS as exc:
+        except _endings() as exc:
             self.ended = True
             self.on_warning(ScanWarning(self.path, _cause(exc) + " (entry cut short)"))
             return 0
@@ -255,10 +263,16 @@ def _read_upto(f: _Readable, limit: int) -> tuple[bytes, bool]:
 def _decoder(kind: str, source: _Readable) -> _Readable:
     raw = cast(IO[bytes], source)
     if kind == "gzip":
+        import gzip
+
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if kind == "bzip2":
+        import bz2
+
         return bz2.BZ2File(raw, "rb")
     if kind == "xz":
+        import lzma
+
         return lzma.LZMAFile(raw, "rb")
     try:
         import zstandard

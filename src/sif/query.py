@@ -48,7 +48,7 @@ import numpy.typing as npt
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.core.evidence import CANDIDATE_Z, FAST_LOWER_SHARE, INTERVAL_Z, score_bounds
-from sif.core.windows import containment, distinct_windows
+from sif.core.windows import containment, distinct, distinct_windows, in_sorted
 from sif.errors import ConfigError, IndexParamsMismatch
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fingerprint import FingerprintParams
@@ -206,10 +206,10 @@ def match_scan(
     ps = param_set(params)
     fps = np.asarray(scan.fingerprints, dtype=np.uint32)
     n = len(fps)
-    own: U32 = np.unique(fps)
+    own: U32 = distinct(fps)
     sample: U32 = own if scan.windows is None else scan.windows
     scale = 1 if scan.windows is None else scan.scale
-    query: U32 = np.union1d(own, sample)
+    query: U32 = distinct(np.concatenate((own, sample)))
     if len(query) == 0:
         # No window (a file under the window's length): its exact copies, by digest.
         if scan.size == 0:
@@ -222,10 +222,10 @@ def match_scan(
     if len(file_ids) == 0:
         return []
     # The paper's hits: rows of each file among the query's own fingerprints.
-    hits = np.bincount(inverse, weights=np.isin(query, own)[qpos], minlength=len(file_ids))
+    hits = np.bincount(inverse, weights=in_sorted(query, own)[qpos], minlength=len(file_ids))
     # Distinct values of each file among the query's sampled windows.
-    sampled = np.isin(query, sample)[qpos]
-    pairs = np.unique((inverse[sampled].astype(np.int64) << 32) | qpos[sampled])
+    sampled = in_sorted(query, sample)[qpos]
+    pairs = distinct((inverse[sampled].astype(np.int64) << 32) | qpos[sampled])
     shared = np.bincount(pairs >> 32, minlength=len(file_ids)).astype(np.float64)
     st = reader.file_stats(ps, file_ids)
     same = st.found & (st.kind == kind_code(scan.kind)) & (st.view == view_code(scan.view))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +12,10 @@ from hypothesis import strategies as st
 
 from corpus import source
 from sif.core.anchors import AnchorSet, find_anchors
+from sif.core.kernels import winnow_many
+from sif.core.rolling import BASE
 from sif.core.sampling import sliding_argmin, winnow_select
+from sif.fingerprint import fingerprint, fingerprint_batch, make_params
 
 
 def arr(data: bytes) -> np.ndarray:
@@ -126,3 +132,46 @@ def test_find_anchors_numpy_equals_numba(data: bytes, grams: list[list[int]]) ->
     assert np.array_equal(got, find_anchors(arr(data), anchors, jit=True))
     expected = [i for i in range(len(data) - 2) if data[i : i + 3] in anchors.anchors]
     assert got.tolist() == expected
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(repetitive(), max_size=12), st.sampled_from([8, 50]), st.integers(0, 20))
+def test_fingerprint_batch_is_fingerprint_of_each_input(
+    inputs: list[bytes], w: int, min_fingerprints: int
+) -> None:
+    # One kernel call over many inputs gives each input's own fingerprints.
+    p = make_params(
+        "winnow", window=w, max_period=min(8, w // 2), min_fingerprints=min_fingerprints
+    )
+    data = arr(b"".join(inputs))
+    lens = np.array([len(x) for x in inputs], dtype=np.int64)
+    ends = np.cumsum(lens)
+    for jit in (False, True):
+        with patch_jit(jit):
+            values, counts = fingerprint_batch(p, data, ends - lens, ends)
+        assert counts.tolist() == [len(fingerprint(x, p)) for x in inputs]
+        assert np.array_equal(values, np.concatenate([fingerprint(x, p) for x in [b"", *inputs]]))
+
+
+def test_winnow_many_runs_again_an_input_that_outgrows_its_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(4)
+    inputs = [rng.integers(0, 256, n, dtype=np.uint8) for n in (20_000, 60, 5_000)]
+    expected = [winnow_select(x, 50, 7, 8, jit=False) for x in inputs]
+    monkeypatch.setattr("sif.core.kernels._room", lambda m, ww: 2)
+    data = np.concatenate(inputs)
+    lens = np.array([len(x) for x in inputs], dtype=np.int64)
+    ends = np.cumsum(lens)
+    starts, values, counts = winnow_many(data, ends - lens, ends, np.full(3, 7), 50, 8, BASE)
+    assert counts.tolist() == [len(e[0]) for e in expected]
+    assert np.array_equal(starts, np.concatenate([e[0] for e in expected]))
+    assert np.array_equal(values, np.concatenate([e[1] for e in expected]))
+
+
+@contextlib.contextmanager
+def patch_jit(jit: bool) -> Iterator[None]:
+    """Force numba (or numpy) for the inputs of a batch, as a bulk run (or a query) picks."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sif.fingerprint._use_jit", lambda total: jit)
+        yield

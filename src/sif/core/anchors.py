@@ -32,7 +32,6 @@ Pure: arrays and values in, values out; parsing errors are ``ValueError``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -110,6 +109,8 @@ class AnchorSet:
     @property
     def digest(self) -> str:
         """A stable name of the set (SHA-256 of length and anchors, 32 hex digits)."""
+        import hashlib
+
         h = hashlib.sha256(f"{FORMAT}/{FORMAT_VERSION} {self.length}\n".encode())
         for a in self.anchors:
             h.update(a)

@@ -10,6 +10,8 @@ Pure: arrays in, arrays out, no I/O.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -212,9 +214,96 @@ def _winnow_kernel(
     return n
 
 
-def _room(m: int, ww: int) -> int:
+def _room(m: Any, ww: Any) -> Any:
     # Four times the expected count 2m / (ww + 1): rarely exceeded, a few KB per MB.
     return 8 * m // (ww + 1) + 64
+
+
+@njit(cache=True, nogil=True)
+def _winnow_many(
+    data: U8,
+    starts: I64,
+    ends: I64,
+    wws: I64,
+    window: int,
+    max_period: int,
+    base: np.uint64,
+    top_power: np.uint64,
+    room: I64,
+    out: I64,
+    out_values: U64,
+    counts: I64,
+) -> None:  # pragma: no cover
+    """:func:`_winnow_kernel` over the inputs ``data[starts[i]:ends[i]]``, one after another.
+
+    Input ``i`` (at least ``window`` bytes, winnowing window ``wws[i]``) writes
+    into ``out[room[i]:room[i + 1]]``; ``counts[i]`` is its full count (more
+    than its room: the caller runs it again alone).
+    """
+    for i in range(starts.shape[0]):
+        lo, hi = room[i], room[i + 1]
+        counts[i] = _winnow_kernel(
+            data[starts[i] : ends[i]],
+            window,
+            wws[i],
+            max_period,
+            base,
+            top_power,
+            out[lo:hi],
+            out_values[lo:hi],
+        )
+
+
+def winnow_many(
+    data: U8, starts: I64, ends: I64, wws: I64, window: int, max_period: int, base: int
+) -> tuple[I64, U64, I64]:
+    """:func:`winnow_jit` of each input ``data[starts[i]:ends[i]]`` (winnowing window
+    ``wws[i] <= its windows``) in one call: (starts, values, counts), the results of
+    the inputs one after another, ``counts[i]`` of input ``i``. The starts are
+    relative to each input. Cost: one kernel call for all, instead of a Python
+    call, two allocations and a dispatch per input (~20 us each).
+    """
+    n = len(starts)
+    m = ends - starts - window + 1
+    top = np.uint64(pow(base, window - 1, 1 << 64))
+    room = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.broadcast_to(_room(m, wws), m.shape), out=room[1:])
+    out = np.empty(int(room[-1]), dtype=np.int64)
+    out_values = np.empty(int(room[-1]), dtype=np.uint64)
+    counts = np.empty(n, dtype=np.int64)
+    _winnow_many(
+        data,
+        starts,
+        ends,
+        wws,
+        window,
+        max_period,
+        np.uint64(base),
+        top,
+        room,
+        out,
+        out_values,
+        counts,
+    )
+    fits = counts <= room[1:] - room[:-1]
+    if fits.all():
+        keep = np.repeat(room[:-1], counts) + (
+            np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        return out[keep], out_values[keep], counts
+    parts_s, parts_v = [], []
+    for i in range(n):  # rare (long decreasing runs): those inputs again, with room
+        if fits[i]:
+            lo = int(room[i])
+            parts_s.append(out[lo : lo + int(counts[i])])
+            parts_v.append(out_values[lo : lo + int(counts[i])])
+        else:
+            s, v = winnow_jit(
+                data[int(starts[i]) : int(ends[i])], window, int(wws[i]), max_period, base
+            )
+            parts_s.append(s)
+            parts_v.append(v)
+    return np.concatenate(parts_s), np.concatenate(parts_v), counts
 
 
 def winnow_jit(data: U8, window: int, ww: int, max_period: int, base: int) -> tuple[I64, U64]:
@@ -223,14 +312,34 @@ def winnow_jit(data: U8, window: int, ww: int, max_period: int, base: int) -> tu
     The output is sized for four times the expected density ``2 / (ww + 1)``
     (a few KB per MB instead of 16 bytes a byte); an input that keeps more
     (long decreasing runs) is counted in full and run once more with room.
+    It goes through the same compiled function as :func:`winnow_many` (one
+    kernel to load from numba's cache per process).
     """
     m = len(data) - window + 1
     top = np.uint64(pow(base, window - 1, 1 << 64))
     cap = _room(m, ww)
+    bounds = np.array([0, len(data)], dtype=np.int64)
+    wws = np.array([ww], dtype=np.int64)
+    counts = np.empty(1, dtype=np.int64)
     while True:
         out = np.empty(cap, dtype=np.int64)
         out_values = np.empty(cap, dtype=np.uint64)
-        n = _winnow_kernel(data, window, ww, max_period, np.uint64(base), top, out, out_values)
+        room = np.array([0, cap], dtype=np.int64)
+        _winnow_many(
+            data,
+            bounds[:1],
+            bounds[1:],
+            wws,
+            window,
+            max_period,
+            np.uint64(base),
+            top,
+            room,
+            out,
+            out_values,
+            counts,
+        )
+        n = int(counts[0])
         if n <= cap:
             return out[:n], out_values[:n]
         cap = n

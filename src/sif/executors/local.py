@@ -143,14 +143,18 @@ def shared_map(
     items: Iterable[T],
     pool: WorkerPool | None,
     local: Callable[[T], R] | None = None,
+    *,
+    share: bool = True,
 ) -> Iterator[tuple[int, R]]:
     """``(index, func(item))`` for every item, in completion order.
 
     Each worker of ``pool`` keeps two items queued; this process runs the
     rest itself with ``local`` (default ``func``), so the work balances
-    between them. Items are drawn from ``items`` only as they are needed.
-    With ``pool`` ``None``, everything runs here, in order. Raises
-    :class:`sif.errors.WorkerDied` when a worker dies.
+    between them; with ``share`` false it only hands items out and collects
+    (a coordinator: for a pool of one worker per core, when the caller has
+    work of its own with the results). Items are drawn from ``items`` only
+    as they are needed. With ``pool`` ``None``, everything runs here, in
+    order. Raises :class:`sif.errors.WorkerDied` when a worker dies.
     """
     run_here = local or func
     it = enumerate(items)
@@ -159,6 +163,17 @@ def shared_map(
             yield i, run_here(item)
         return
     queued = 2 * pool.processes
+    if not share:
+        waiting: deque[tuple[int, Task[R]]] = deque()
+        for i, item in it:
+            waiting.append((i, pool.submit(func, item)))
+            while len(waiting) >= queued or (waiting and waiting[0][1].done()):
+                j, task = waiting.popleft()
+                yield j, task.result()
+        while waiting:
+            j, task = waiting.popleft()
+            yield j, task.result()
+        return
     inflight: deque[tuple[int, Task[R]]] = deque()
     exhausted = False
     while True:

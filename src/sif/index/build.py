@@ -20,8 +20,10 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
@@ -31,7 +33,7 @@ from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_
 from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
-from sif.index.scan import scan_entries
+from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
 from sif.index.store import IndexStore, KnownColumns, NewFile, ParamSet, open_store
 from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
 
@@ -48,8 +50,9 @@ CHECKPOINT_SECONDS = 30.0
 SMALL_FILE_FINGERPRINTS = 20
 #: What the index fingerprints with when no parameters are given.
 DEFAULT_PARAMS = FingerprintParams(min_fingerprints=SMALL_FILE_FINGERPRINTS)
-#: Files per work item sent to a worker, and bytes at most.
-BATCH_FILES = 32
+#: Files per work item sent to a worker, and bytes at most (plain files of a batch are
+#: read into one buffer and fingerprinted in one kernel call).
+BATCH_FILES = 128
 BATCH_BYTES = 8 << 20
 
 
@@ -95,6 +98,81 @@ class _Read:
     failed: ScanWarning | None
 
 
+class _Results(list[_Read]):
+    """The reads of a batch: a list, pickled as columns (one array of fingerprints and
+    plain tuples instead of three objects and an array a file: unpickling those cost
+    the coordinator ~60 us a file, more than a small file's whole scan)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        reads = []
+        parts: list[npt.NDArray[np.uint32]] = []
+        for r in self:
+            entries = []
+            for e in r.entries:
+                sc = e.scan
+                if sc.windows is not None:  # an index scan samples no windows: never here
+                    return (_Results, (list(self),))
+                parts.append(sc.fingerprints)
+                entries.append(
+                    (
+                        e.path,
+                        e.dev,
+                        e.ino,
+                        e.mtime_ns,
+                        e.origin,
+                        e.file_size,
+                        e.ctime_ns,
+                        sc.kind,
+                        sc.digest,
+                        len(sc.fingerprints),
+                        sc.size,
+                        sc.view,
+                        sc.n_distinct,
+                    )
+                )
+            reads.append((r.path, tuple(entries), r.warnings, r.failed))
+        fps = np.concatenate(parts) if parts else np.empty(0, np.uint32)
+        return (_unpack_results, (reads, fps))
+
+
+def _unpack_results(reads: list[tuple[Any, ...]], fps: npt.NDArray[np.uint32]) -> _Results:
+    out = _Results()
+    pos = 0
+    new = object.__new__
+    for path, entries, warnings, failed in reads:
+        news = []
+        for (
+            dpath,
+            dev,
+            ino,
+            mtime,
+            origin,
+            fsize,
+            ctime,
+            kind,
+            digest,
+            n,
+            size,
+            view,
+            nd,
+        ) in entries:
+            sc = new(ScannedFile)  # frozen: fill its fields as the pickle of one would
+            sc.__dict__.update(
+                kind=kind,
+                digest=digest,
+                fingerprints=fps[pos : pos + n],
+                size=size,
+                view=view,
+                windows=None,
+                scale=1,
+                n_distinct=nd,
+            )
+            pos += n
+            news.append(NewFile(dpath, dev, ino, mtime, sc, origin, fsize, ctime))
+        out.append(_Read(path, tuple(news), warnings, failed))
+    return out
+
+
 def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> list[_Read]:
     """Read each file of a batch into its entries; a file that cannot be read fails.
 
@@ -107,19 +185,25 @@ def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> list[_Read]:
         from sif.fingerprint import buy_jit
 
         buy_jit()
-    out: list[_Read] = []
-    for path, dev, ino, size, mtime_ns, ctime_ns in batch:
+    out = _Results()
+    # Plain files in one go (one read each into a shared buffer, one kernel call);
+    # the others (archives, compressed, views, large, unreadable) one by one below.
+    plain = scan_plain_files([(t[0], t[1], t[2]) for t in batch], _PARAMS, _ANCHORS, _CONTENT)
+    for (path, dev, ino, size, mtime_ns, ctime_ns), done in zip(batch, plain, strict=True):
         warnings: list[ScanWarning] = []
-        # Only the walk's file is read (its inode; links followed, as for a root).
-        record = FileRecord(path, dev, ino, size, mtime_ns, symlink=True)
-        try:
-            scanned = scan_entries(
-                path, _PARAMS, _ANCHORS, _CONTENT, record=record, on_warning=warnings.append
-            )
-        except OSError as exc:
-            failure = ScanWarning(path, exc.strerror or str(exc))
-            out.append(_Read(path, (), tuple(warnings), failure))
-            continue
+        if done is not None:
+            scanned = done
+        else:
+            # Only the walk's file is read (its inode; links followed, as for a root).
+            record = FileRecord(path, dev, ino, size, mtime_ns, symlink=True)
+            try:
+                scanned = scan_entries(
+                    path, _PARAMS, _ANCHORS, _CONTENT, record=record, on_warning=warnings.append
+                )
+            except OSError as exc:
+                failure = ScanWarning(path, exc.strerror or str(exc))
+                out.append(_Read(path, (), tuple(warnings), failure))
+                continue
         news = tuple(
             NewFile(
                 e.path, dev, ino, mtime_ns, e.scan, origin=path, file_size=size, ctime_ns=ctime_ns
@@ -128,6 +212,26 @@ def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> list[_Read]:
         )
         out.append(_Read(path, news, tuple(warnings), None))
     return out
+
+
+def _warm(_: int = 0) -> None:
+    """Load numba's kernels in this worker now (:func:`sif.fingerprint.buy_jit`), while
+    the coordinator opens the index and walks: about half a second a process."""
+    from sif.fingerprint import buy_jit, fingerprint_batch
+
+    buy_jit()
+    assert _PARAMS is not None
+    if _PARAMS.scheme == "winnow":
+        data = np.zeros(_PARAMS.window, dtype=np.uint8)
+        fingerprint_batch(_PARAMS, data, np.zeros(1, np.int64), np.array([len(data)]))
+
+
+def _fresh(index: str | os.PathLike[str] | None, rebuild: bool) -> bool:
+    """Whether this run builds an index from nothing (then it reads every file)."""
+    from sif.index.indexdir import CATALOG
+    from sif.index.store import default_index_path
+
+    return rebuild or not os.path.exists(os.path.join(index or default_index_path(), CATALOG))
 
 
 def _batches(items: Iterable[_Item]) -> Iterator[list[_Item]]:
@@ -308,8 +412,17 @@ def build_index(
     stats = IndexStats()
     _PARAMS, _ANCHORS, _CONTENT = params, anchors, content
     # The pool forks before the store is opened: workers must not inherit the
-    # lock or the catalog, or a killed run would leave the lock held.
-    pool = fork_pool(jobs)
+    # lock or the catalog, or a killed run would leave the lock held. With
+    # ``jobs`` >= 2 there is one worker a job, and this process coordinates:
+    # it walks, plans, collects and commits, and never loads numba.
+    pool = fork_pool(jobs + 1) if jobs >= 2 else None
+    # A new index reads every file: the workers load numba's kernels while this
+    # process opens the store and walks (alone: they are busy).
+    warming = pool is not None and store is None and _fresh(index, rebuild)
+    if warming:
+        assert pool is not None
+        for i in range(pool.processes):
+            pool.submit(_warm, i)
     own_store = store is None
     try:
         if store is None:
@@ -318,7 +431,8 @@ def build_index(
         progress.stage("verifying", None)
         store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
-        cols, _ = parallel_walk(abs_roots, options, on_warning, pool, jobs, progress)
+        walkers = None if warming or pool is None else pool
+        cols, _ = parallel_walk(abs_roots, options, on_warning, walkers, jobs + 1, progress)
         stats.walk_digest = cols.digest()
         stats.walked = cols
         known = store.known_columns(pset)
@@ -335,12 +449,12 @@ def build_index(
         dropped: list[int] = []
         pending_bytes = 0
         last = time.monotonic()
-        bulk = sum(t[3] for t in todo) >= 2 * JIT_MIN_BYTES
+        bulk = warming or sum(t[3] for t in todo) >= 2 * JIT_MIN_BYTES
         jobs_in = ((bulk, b) for b in _batches(todo))
         mapped = (
             engine.scan(todo, bulk, params, anchors, content)
             if engine is not None
-            else shared_map(_scan_batch, jobs_in, pool)
+            else shared_map(_scan_batch, jobs_in, pool, share=False)
         )
         for _, results in mapped:
             for r in results:

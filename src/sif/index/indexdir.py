@@ -19,7 +19,6 @@ import errno
 import fcntl
 import os
 import re
-import shutil
 import stat
 
 from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
@@ -300,6 +299,8 @@ def clear_staging(root: str) -> None:
         return
     for name in names:
         if name.startswith(STAGING_PREFIX):
+            import shutil  # here: its import pulls in bz2 and lzma, which readers never need
+
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
 
 
@@ -307,6 +308,8 @@ def remove_entry(path: str) -> None:
     """Delete ``path``: a directory tree, or a file or link (never what a link points to)."""
     with contextlib.suppress(OSError):
         if os.path.isdir(path) and not os.path.islink(path):
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.unlink(path)
