@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -44,10 +45,22 @@ def test_kill_9_at_any_moment_leaves_a_consistent_index(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "sif", "index", "-q", "--index", str(idx)]
     cmd += ["--checkpoint-bytes", "300000", str(tree)]
     seen_partial = False
-    for delay in (0.9, 1.3, 1.7, 2.2):
+    for delay in (0.0, 0.1, 0.4, 0.9):
         proc = subprocess.Popen(cmd, start_new_session=True)
+        # Kill at various moments once a reader sees a partial index (a fixed delay
+        # would depend on how fast this host indexes: all or nothing).
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if 0 < len(snapshot(idx)) < len(want):
+                    break
+            except IndexUnusable:
+                pass
+            time.sleep(0.01)
         time.sleep(delay)
-        os.killpg(proc.pid, signal.SIGKILL)  # the command and its workers
+        # (it may have finished first: the checks below still hold)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the command and its workers
         proc.wait()
         try:
             got = snapshot(idx)  # what a reader sees right after the kill
