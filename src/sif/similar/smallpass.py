@@ -55,7 +55,7 @@ SAMPLE_WINDOWS = 64
 #: exact scores are stored with the pair counts, so that a re-threshold opens nothing).
 #: Below it, small files held by others are found only through shared fingerprints.
 #: At 10% the pass scored 435k pairs on 1 GB of Linux sources (mostly tiny Makefiles
-#: and Kconfig files held 10-25% by others), at 25% NNN.
+#: and Kconfig files held 10-25% by others), at 25% 73,712.
 SMALL_PASS_FLOOR = 0.25
 #: Work items a job when streaming (each carries the table: a few MB).
 STREAM_CHUNKS_PER_JOB = 4
