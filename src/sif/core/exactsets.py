@@ -141,14 +141,18 @@ class IndexedSet:
     without touching the set: on a set of 10^6 values (past the cache), 16 ns
     a lookup instead of 32 (most partners share few windows). About 11 to 14
     bytes a value with the index and the bitmap.
+
+    ``filter_bits``: the bitmap's size over the bucket index's, in bits (4:
+    8-16 bits a value). The values may repeat (a table of several owners'
+    windows, :mod:`sif.similar.smallpass`): the buckets and the bitmap hold.
     """
 
     __slots__ = ("bits", "fbits", "filter", "offsets", "values")
 
-    def __init__(self, values: I64) -> None:
+    def __init__(self, values: I64, filter_bits: int = 4) -> None:
         self.values = values
         self.bits = max(1, min(30, len(values).bit_length() - 1))
-        self.fbits = min(34, self.bits + 4)
+        self.fbits = min(34, self.bits + filter_bits)
         k = _compiled()
         self.offsets = k["offsets"](values, self.bits)
         self.filter = k["filter"](values, self.fbits)

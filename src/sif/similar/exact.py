@@ -73,16 +73,33 @@ def _identical_unfingerprinted(
             for j, x in enumerate(ids):
                 a.extend([x] * (len(ids) - j - 1))
                 b.extend(ids[j + 1 :])
+    return unshared_pairs(np.array(a, dtype=np.uint32), np.array(b, dtype=np.uint32), 1.0)
+
+
+def unshared_pairs(a: U32, b: U32, exact: float) -> dict[str, npt.NDArray[Any]]:
+    """Pair columns of pairs that share no fingerprint (``shared`` 0), both exact scores ``exact``.
+
+    Identical files without a window (exact 1), or the small-file pass's
+    candidates (NaN: to score).
+    """
     zero = np.zeros(len(a), dtype=np.uint32)
     return {
-        "a": np.array(a, dtype=np.uint32),
-        "b": np.array(b, dtype=np.uint32),
+        "a": a,
+        "b": b,
         "shared": zero,
         "hits_a": zero,
         "hits_b": zero,
-        "exact_ab": np.ones(len(a)),
-        "exact_ba": np.ones(len(a)),
+        "exact_ab": np.full(len(a), exact),
+        "exact_ba": np.full(len(a), exact),
     }
+
+
+def sources(files: dict[str, npt.NDArray[Any]]) -> list[Src]:
+    """Each file's (path, file on disk, view), as :class:`sif.windowsets.WindowSets` reads it."""
+    return [
+        (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
+        for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
+    ]
 
 
 def _exact_small(
@@ -299,10 +316,7 @@ def _exact_pass(
     big = np.where(a_big, ia[todo], ib[todo])
     small = np.where(a_big, ib[todo], ia[todo])
     sort = np.lexsort((small, big))  # grouped by larger file, in the tree's order
-    srcs = [
-        (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
-        for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
-    ]
+    srcs = sources(files)
     fid = files["id"]
     digest = {int(i): bytes(d) for i, d in zip(fid, files["digest"], strict=True)}
     items: list[_ExactItem] = []

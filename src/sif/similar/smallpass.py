@@ -26,7 +26,6 @@ one bitmap test a window, and the exact scoring of the pairs found.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,7 @@ from sif.core import exactsets as _sets
 from sif.core.evidence import CANDIDATE_Z, poisson_bounds
 from sif.core.rolling import mix64
 from sif.events import Progress, ScanWarning, WarningSink
-from sif.similar.exact import EXACT_CACHE_BYTES
+from sif.similar.exact import EXACT_CACHE_BYTES, sources, unshared_pairs
 from sif.similar.model import SimilarStats
 from sif.windowsets import Src, WindowSets
 
@@ -63,14 +62,10 @@ STREAM_CHUNKS_PER_JOB = 4
 
 @dataclass(frozen=True)
 class _Table:
-    """The sampled windows of the small files: sorted values, their owners, lookups."""
+    """The sampled windows of the small files: sorted, indexed, and their owners."""
 
-    values: I64
-    owners: I32  # row of the owner in ``files``
-    offsets: I32
-    bits: int
-    filter: npt.NDArray[np.uint64]
-    fbits: int
+    index: _sets.IndexedSet
+    owners: I32  # row of the owner in ``files``, for each value
     n_owners: int
 
 
@@ -85,13 +80,6 @@ class _Streamed:
     bytes_read: int
     changed: int
     warnings: tuple[ScanWarning, ...]
-
-
-def _sources(files: dict[str, npt.NDArray[Any]]) -> list[Src]:
-    return [
-        (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
-        for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
-    ]
 
 
 def _sample(s: I64) -> I64:
@@ -132,18 +120,8 @@ def _table(
     own = np.concatenate(owners) if owners else np.empty(0, np.int32)
     order = np.argsort(values, kind="stable")
     values, own = values[order], own[order]
-    bits = max(1, min(30, len(values).bit_length() - 1))
-    fbits = min(34, bits + 5)  # 16-32 bits an entry: each window is one test of it
-    k = _sets._compiled()
-    table = _Table(
-        values,
-        own,
-        k["offsets"](values, bits),
-        bits,
-        k["filter"](values, fbits),
-        fbits,
-        len(files["id"]),
-    )
+    # 16-32 bits of bitmap an entry: each window of the tree is one test of it.
+    table = _Table(_sets.IndexedSet(values, filter_bits=5), own, len(files["id"]))
     return table, n_windows, n_sample, sets.files_read, sets.bytes_read
 
 
@@ -158,16 +136,17 @@ def _stream_chunk(
     """
     window, normalize, table, sizes, items = job
     k = _sets._compiled()
-    stamp = np.full(len(table.values), -1, dtype=np.int32)
+    ix = table.index
+    stamp = np.full(len(ix), -1, dtype=np.int32)
     hits = np.zeros(table.n_owners, dtype=np.int32)
-    seen = np.empty(len(table.values), dtype=np.int32)
+    seen = np.empty(len(ix), dtype=np.int32)
     marks = {"next": 0}
 
     base, top = np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window)
 
     def probe(data: bytes) -> npt.NDArray[np.int32]:
         arr = np.frombuffer(data, dtype=np.uint8)
-        if len(arr) < window or not len(table.values):
+        if len(arr) < window or not len(ix):
             return np.empty((2, 0), dtype=np.int32)
         marks["next"] += 1
         owners, counts = k["probe"](
@@ -175,12 +154,12 @@ def _stream_chunk(
             window,
             base,
             top,
-            table.values,
+            ix.values,
             table.owners,
-            table.offsets,
-            table.bits,
-            table.filter,
-            table.fbits,
+            ix.offsets,
+            ix.bits,
+            ix.filter,
+            ix.fbits,
             stamp,
             marks["next"],
             hits,
@@ -265,7 +244,7 @@ def _small_pass(
     small = np.flatnonzero((size >= window) & (size < SMALL_PASS_BYTES))
     if not len(small):
         return empty
-    srcs = _sources(files)
+    srcs = sources(files)
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
     table, n_windows, n_sample, f_read, b_read = _table(
         small, files, srcs, window, normalize, on_warning
@@ -273,7 +252,7 @@ def _small_pass(
     stats.small_files += int(np.count_nonzero(n_windows))
     stats.small_files_read += f_read
     stats.small_bytes_read += b_read
-    if not len(table.values):
+    if not len(table.index):
         return empty
     # Every file of a group holding a small file, dealt by size into a few chunks a job
     # of about equal bytes (the table goes with each chunk).
@@ -320,14 +299,5 @@ def _small_pass(
     stats.small_candidates += len(key)
     if not len(key):
         return empty
-    zero = np.zeros(len(key), dtype=np.uint32)
-    new = {
-        "a": (key >> np.uint64(32)).astype(np.uint32),
-        "b": (key & np.uint64(0xFFFFFFFF)).astype(np.uint32),
-        "shared": zero,
-        "hits_a": zero,
-        "hits_b": zero,
-        "exact_ab": np.full(len(key), np.nan),
-        "exact_ba": np.full(len(key), np.nan),
-    }
-    return new
+    a_new = (key >> np.uint64(32)).astype(np.uint32)
+    return unshared_pairs(a_new, (key & np.uint64(0xFFFFFFFF)).astype(np.uint32), np.nan)
