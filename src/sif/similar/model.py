@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,10 +208,15 @@ class SimilarStats:
 
 @dataclass(frozen=True)
 class SimilarResult:
-    """Pairs above the threshold (best first), the groups or sets, and the figures."""
+    """Pairs above the threshold (best first), the groups or sets, and the figures.
+
+    ``pairs`` and ``groups`` are sequences whose values are made when read
+    (:mod:`sif.similar.table`: a run keeps columns, not one object a pair);
+    they compare equal to tuples of the same values.
+    """
 
     options: SimilarOptions
-    pairs: tuple[SimilarPair, ...]
-    groups: tuple[SimilarGroup, ...]
+    pairs: Sequence[SimilarPair]
+    groups: Sequence[SimilarGroup]
     sets: tuple[SimilarSet, ...]
     stats: SimilarStats = field(compare=False)

@@ -31,14 +31,14 @@ from sif.similar.exact import (
 from sif.similar.model import (
     SimilarGroup,
     SimilarOptions,
-    SimilarPair,
     SimilarResult,
     SimilarSet,
     SimilarStats,
 )
 from sif.similar.score import _score, pending_exact
-from sif.similar.sets import similar_groups, similar_sets
+from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
+from sif.similar.table import GroupTable, PairTable
 from sif.walk import WalkOptions, parallel_walk
 
 U32 = npt.NDArray[np.uint32]
@@ -383,18 +383,22 @@ def _reuse_unchanged(
 
 
 def _result(
-    pairs: list[SimilarPair], options: SimilarOptions, stats: SimilarStats, started: float
+    pairs: PairTable, options: SimilarOptions, stats: SimilarStats, started: float
 ) -> SimilarResult:
-    """The groups or sets of ``pairs``, and the run's figures."""
-    groups: list[SimilarGroup] = []
+    """The groups or sets of ``pairs``, and the run's figures.
+
+    The pairs and the groups stay columns (:mod:`sif.similar.table`): their
+    values are made as a report reads them.
+    """
+    groups: Sequence[SimilarGroup] = ()
     sets: list[SimilarSet] = []
     if options.sets is None:
-        groups = similar_groups(pairs)
+        groups = GroupTable(pairs)
     else:
         sets = similar_sets(pairs, options.sets)
     stats.pairs = len(pairs)
     stats.seconds = time.perf_counter() - started
-    return SimilarResult(options, tuple(pairs), tuple(groups), tuple(sets), stats)
+    return SimilarResult(options, pairs, groups, tuple(sets), stats)
 
 
 def _empty(options: SimilarOptions, stats: SimilarStats, started: float) -> SimilarResult:

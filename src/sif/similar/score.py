@@ -22,12 +22,8 @@ from sif.similar.estimate import pair_estimates
 from sif.similar.exact import (
     _exact,
 )
-from sif.similar.model import (
-    SimilarFile,
-    SimilarOptions,
-    SimilarPair,
-    SimilarStats,
-)
+from sif.similar.model import SimilarOptions, SimilarStats
+from sif.similar.table import PairTable
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -121,9 +117,8 @@ def _score(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
-) -> list[SimilarPair]:
-    """Scores, filters and threshold over all collated pairs (vectorised), then values."""
-    ids = np.asarray(files["id"], dtype=np.uint32)
+) -> PairTable:
+    """Scores, filters and threshold over all collated pairs, vectorised: the kept pairs' table."""
     e = _estimates(cols, files, options, params)
     ia, ib, ok, est = e.ia, e.ib, e.ok, e.est
     a_in_b, b_in_a, jac = e.a_in_b, e.b_in_a, e.jaccard
@@ -168,58 +163,22 @@ def _score(
     if copies.any():
         a_in_b, b_in_a, jac = (np.where(copies, 1.0, x) for x in (a_in_b, b_in_a, jac))
         pa, pb = np.where(copies, 100.0, pa), np.where(copies, 100.0, pb)
-    described: dict[int, SimilarFile] = {}
-
-    def describe(i: int) -> SimilarFile:
-        f = described.get(i)
-        if f is None:
-            f = SimilarFile(
-                id=int(ids[i]),
-                path=os.fsdecode(bytes(files["path"][i])),
-                size=int(files["size"][i]),
-                kind=str(files["kind"][i]),
-                n_fp=int(files["n_fp"][i]),
-                n_distinct=int(files["n_distinct"][i]),
-                digest=bytes(files["digest"][i]),
-            )
-            described[i] = f
-        return f
-
-    out: list[SimilarPair] = []
-    for j in np.flatnonzero(keep):
-        fa, fb = describe(int(ia[j])), describe(int(ib[j]))
-        ex_ab = None if np.isnan(exact_ab[j]) else float(exact_ab[j])
-        ex_ba = None if np.isnan(exact_ba[j]) else float(exact_ba[j])
-        p = SimilarPair(
-            fa,
-            fb,
-            int(cols["shared"][j]),
-            float(a_in_b[j]),
-            float(b_in_a[j]),
-            float(jac[j]),
-            float(pa[j]),
-            float(pb[j]),
-            ex_ab,
-            ex_ba,
-            None if known[j] else float(low[j]),
-            None if known[j] else float(high[j]),
-        )
-        if fb.path < fa.path:  # a before b by path, for stable reports
-            p = SimilarPair(
-                fb,
-                fa,
-                p.shared,
-                p.b_in_a,
-                p.a_in_b,
-                p.jaccard,
-                pb[j],
-                pa[j],
-                ex_ba,
-                ex_ab,
-                p.score_low,
-                p.score_high,
-            )
-        stats.estimated += not known[j]
-        out.append(p)
-    out.sort(key=lambda p: (-p.score, p.a.path, p.b.path))
-    return out
+    stats.estimated += int(np.count_nonzero(keep & ~known))
+    j = np.flatnonzero(keep)
+    return PairTable(
+        files,
+        {
+            "ia": ia[j],
+            "ib": ib[j],
+            "shared": shared_n[j],
+            "a_in_b": a_in_b[j],
+            "b_in_a": b_in_a[j],
+            "jaccard": jac[j],
+            "pa": pa[j],
+            "pb": pb[j],
+            "exact_ab": exact_ab[j],
+            "exact_ba": exact_ba[j],
+            "low": np.where(known, np.nan, low)[j],
+            "high": np.where(known, np.nan, high)[j],
+        },
+    )
