@@ -119,6 +119,54 @@ def leaf_dir(root: Path, j: int, depth: int) -> Path:
     return root.joinpath(*(f"p{d}" for d in digits))
 
 
+class Tape:
+    """The pool's texts read once each, in turn, then again under another letter cipher.
+
+    A unique file is the next run of lines of the tape, so two unique files
+    share no passage (beyond lines that are the same in many texts): the tree
+    holds as many similar pairs a file at 1 M files as at 100 k. Once the
+    whole pool has been read, the next pass maps every letter through a new
+    seeded permutation of a-z (the same for A-Z): the texts keep their lines,
+    words, indentation and punctuation, and their bytes are new. (Version 2
+    of the tree cut each file at a random place of a random text: at 100 k
+    files each text was cut ~16 times, at 1 M ~160 times, and the similar
+    pairs grew with the square of the tree; ``--dense`` makes that tree.)
+    """
+
+    def __init__(self, pool: list[list[bytes]], seed: int):
+        self.pool, self.seed = pool, seed
+        self.k, self.i, self.round = COMMON, 0, 0
+        self.table = bytes(range(256))
+
+    def _next_round(self) -> None:
+        self.round += 1
+        letters = list("abcdefghijklmnopqrstuvwxyz")
+        random.Random(self.seed * 1_000_003 + self.round).shuffle(letters)
+        lower = "".join(letters)
+        self.table = bytes.maketrans(
+            b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            (lower + lower.upper()).encode(),
+        )
+
+    def take(self, want: int) -> tuple[list[bytes], int]:
+        """The next lines of the tape, about ``want`` bytes, and the text they began in."""
+        out: list[bytes] = []
+        first, size = self.k, 0
+        while size < want:
+            src = self.pool[self.k]
+            if self.i >= len(src):
+                self.k, self.i = self.k + 1, 0
+                if self.k >= len(self.pool):
+                    self.k = COMMON
+                    self._next_round()
+                continue
+            line = src[self.i].translate(self.table) if self.round else src[self.i]
+            out.append(line)
+            size += len(line)
+            self.i += 1
+        return out, first
+
+
 def _slice(rng: random.Random, pool: list[list[bytes]]) -> tuple[list[bytes], int]:
     """Lines of a real text, about a log-normal size (median ~2.5 KB), and its index."""
     k = rng.randrange(COMMON, len(pool))
@@ -149,9 +197,10 @@ def _edit(rng: random.Random, lines: list[bytes], pool: list[list[bytes]], n: in
             lines.insert(pos, line)
 
 
-def generate(root: Path, files: int, seed: int, linux: Path | None) -> None:
+def generate(root: Path, files: int, seed: int, linux: Path | None, dense: bool = False) -> None:
     pool, src_names, pool_digest = source_pool(seed, linux)
-    params = {"files": files, "seed": seed, "pool": pool_digest, "version": 2}
+    params = {"files": files, "seed": seed, "pool": pool_digest, "version": 2 if dense else 3}
+    tape = Tape(pool, seed)
     marker = root / ".scale.json"
     if marker.exists() and json.loads(marker.read_text()) == params:
         print(f"{root}: up to date")
@@ -188,7 +237,11 @@ def generate(root: Path, files: int, seed: int, linux: Path | None) -> None:
                 data, name = b"".join(lines), path.name
             else:
                 kind = "unique"
-                lines, k = _slice(rng, pool)
+                if dense:
+                    lines, k = _slice(rng, pool)
+                else:
+                    want = min(int(rng.lognormvariate(7.8, 1.1)) + 40, MAX_SOURCE)
+                    lines, k = tape.take(want)
                 _edit(rng, lines, pool, 1 + rng.randrange(3))
                 data = b"".join(lines)
                 name = src_names[k]
@@ -343,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--files", type=int, default=100_000)
     g.add_argument("--seed", type=int, default=15)
     g.add_argument("--linux", type=Path, help="the Linux sources, to draw texts from too")
+    g.add_argument(
+        "--dense",
+        action="store_true",
+        help="version 2: cut files at random places of the texts (pairs grow with the square)",
+    )
     r = sub.add_parser("run")
     r.add_argument("--root", type=Path, required=True)
     r.add_argument("--commands", default="dupes,index,similar")
@@ -351,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("large", type=Path)
     args = ap.parse_args(argv)
     if args.what == "generate":
-        generate(args.root.resolve(), args.files, args.seed, args.linux)
+        generate(args.root.resolve(), args.files, args.seed, args.linux, args.dense)
     elif args.what == "run":
         run(args.root, [c for c in args.commands.split(",") if c])
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from sif.similar import SimilarOptions, find_similar
 from textgen import text
@@ -108,3 +109,29 @@ def test_more_identical_tiny_files_than_max_df_pair_none(tmp_path: Path) -> None
     three = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(max_df=3))
     four = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(max_df=4))
     assert three.pairs == () and len(four.pairs) == 6
+
+
+def test_the_exact_pass_in_slices_scores_as_in_one(tmp_path: Path, monkeypatch: Any) -> None:
+    # Families of files sharing passages, so that several larger files have partners;
+    # slices of 2 pairs (cut only between larger files) must give the same scores.
+    from sif.similar import exact as exact_mod
+
+    for fam in range(4):
+        base = text(10 + fam, 3000)
+        for k in range(4):
+            write(tmp_path / f"t/f{fam}/m{k}.txt", base[: 1500 + 400 * k] + text(50 + k, 500))
+
+    def run(index: str) -> list[tuple[str, str, float | None, float | None]]:
+        opts = SimilarOptions(threshold=10)
+        r = find_similar([tmp_path / "t"], tmp_path / index, options=opts, jobs=1)
+        return [(p.a.path, p.b.path, p.exact_a_in_b, p.exact_b_in_a) for p in r.pairs]
+
+    whole = run("idx1")
+    monkeypatch.setattr(exact_mod, "EXACT_SLICE_PAIRS", 2)
+    cut = exact_mod._slices
+    seen: list[int] = []
+    monkeypatch.setattr(exact_mod, "_slices", lambda *a: seen.append(len(s := cut(*a))) or s)
+    sliced = run("idx2")
+    assert len(whole) >= 16 and all(x[2] is not None for x in whole)
+    assert seen and seen[0] >= 4  # four families: four larger files at least
+    assert sliced == whole

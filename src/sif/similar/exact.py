@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass
@@ -40,6 +41,11 @@ SMALL_EXACT_BYTES = 1024
 SMALL_EXACT_FLOOR = 0.10
 #: ``exact``: bytes of window-hash sets kept in memory between pairs.
 EXACT_CACHE_BYTES = 512 << 20
+#: Pairs of one slice of the exact pass: its work items (a tuple a pair) exist for
+#: one slice at a time, so that memory does not grow with the candidates (3 M
+#: candidates of a million files would hold 0.5 GB of them). A larger file's
+#: pairs stay in one slice (its window set is made once).
+EXACT_SLICE_PAIRS = 1 << 18
 
 
 # --- exact containment over all windows -------------------------------------------
@@ -94,12 +100,16 @@ def unshared_pairs(a: U32, b: U32, exact: float) -> dict[str, npt.NDArray[Any]]:
     }
 
 
-def sources(files: dict[str, npt.NDArray[Any]]) -> list[Src]:
-    """Each file's (path, file on disk, view), as :class:`sif.windowsets.WindowSets` reads it."""
-    return [
-        (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v))
-        for p, o, v in zip(files["path"], files["origin"], files["view"], strict=True)
-    ]
+def sources(files: dict[str, npt.NDArray[Any]], rows: I64 | None = None) -> dict[int, Src]:
+    """The (path, file on disk, view) of the files at ``rows`` (default: all), by row,
+    as :class:`sif.windowsets.WindowSets` reads them."""
+    if rows is None:
+        rows = np.arange(len(files["id"]), dtype=np.int64)
+    path, origin, view = files["path"], files["origin"], files["view"]
+    return {
+        r: (os.fsdecode(bytes(path[r])), os.fsdecode(bytes(origin[r])), str(view[r]))
+        for r in np.unique(rows).tolist()
+    }
 
 
 def _exact_small(
@@ -280,14 +290,43 @@ def _exact(
 
     t0 = time.perf_counter()
     progress.stage("exact containment", len(todo), unit="pairs")
-    ok, inter, n_a, n_b = _exact_pass(
-        todo, ia, ib, files, window, stats, on_warning, pool, jobs, progress
-    )
-    rows = todo[ok]
-    cols["exact_ab"][rows] = inter[ok] / np.maximum(n_a[ok], 1)
-    cols["exact_ba"][rows] = inter[ok] / np.maximum(n_b[ok], 1)
-    stats.exact_pairs += len(rows)
+    for part in _slices(todo, ia, ib, files):
+        ok, inter, n_a, n_b = _exact_pass(
+            part, ia, ib, files, window, stats, on_warning, pool, jobs, progress
+        )
+        rows = part[ok]
+        cols["exact_ab"][rows] = inter[ok] / np.maximum(n_a[ok], 1)
+        cols["exact_ba"][rows] = inter[ok] / np.maximum(n_b[ok], 1)
+        stats.exact_pairs += len(rows)
     stats.seconds_exact += time.perf_counter() - t0
+
+
+def _larger(
+    todo: I64, ia: I64, ib: I64, files: dict[str, npt.NDArray[Any]]
+) -> tuple[npt.NDArray[np.bool_], I64, I64]:
+    """For the pairs ``todo``: whether ``a`` is the larger file (ties: the first row),
+    the larger file's row and the smaller's."""
+    size = np.asarray(files["size"], dtype=np.int64)
+    a, b = ia[todo], ib[todo]
+    a_big = (size[a] > size[b]) | ((size[a] == size[b]) & (a <= b))
+    return a_big, np.where(a_big, a, b), np.where(a_big, b, a)
+
+
+def _slices(todo: I64, ia: I64, ib: I64, files: dict[str, npt.NDArray[Any]]) -> list[I64]:
+    """``todo`` by larger file, cut into slices of about :data:`EXACT_SLICE_PAIRS` pairs
+    (never between two pairs of one larger file)."""
+    if len(todo) <= EXACT_SLICE_PAIRS:
+        return [todo]
+    _, big, small = _larger(todo, ia, ib, files)
+    order = np.lexsort((small, big))
+    todo, big = todo[order], big[order]
+    starts = np.flatnonzero(np.r_[True, big[1:] != big[:-1]])
+    cuts = [0]
+    for s in starts.tolist():  # one step a larger file
+        if s - cuts[-1] >= EXACT_SLICE_PAIRS:
+            cuts.append(s)
+    cuts.append(len(todo))
+    return [todo[x:y] for x, y in itertools.pairwise(cuts)]
 
 
 def _exact_pass(
@@ -310,15 +349,12 @@ def _exact_pass(
     from sif.executors.local import shared_map
 
     size = np.asarray(files["size"], dtype=np.int64)
-    a_big = (size[ia[todo]] > size[ib[todo]]) | (
-        (size[ia[todo]] == size[ib[todo]]) & (ia[todo] <= ib[todo])
-    )
-    big = np.where(a_big, ia[todo], ib[todo])
-    small = np.where(a_big, ib[todo], ia[todo])
+    a_big, big, small = _larger(todo, ia, ib, files)
     sort = np.lexsort((small, big))  # grouped by larger file, in the tree's order
-    srcs = sources(files)
+    involved = np.concatenate([big, small])
+    srcs = sources(files, involved)
     fid = files["id"]
-    digest = {int(i): bytes(d) for i, d in zip(fid, files["digest"], strict=True)}
+    digest = {int(fid[r]): bytes(files["digest"][r]) for r in srcs}
     items: list[_ExactItem] = []
     cost: list[int] = []
     prev = -1

@@ -26,7 +26,9 @@ one bitmap test a window, and the exact scoring of the pairs found.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +69,9 @@ class _Table:
     index: _sets.IndexedSet
     owners: I32  # row of the owner in ``files``, for each value
     n_owners: int
+    n_windows: I32  # by row of ``files``: the small file's windows (0: not a small file)
+    n_sample: I32  # ... and how many of them the table holds
+    grp: npt.NDArray[Any]  # by row of ``files``: its group (files pair within a group)
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ def _sample(s: I64) -> I64:
 def _table(
     rows: I64,
     files: dict[str, npt.NDArray[Any]],
-    srcs: list[Src],
+    srcs: dict[int, Src],
     window: int,
     normalize: str,
     on_warning: WarningSink,
@@ -121,20 +126,54 @@ def _table(
     order = np.argsort(values, kind="stable")
     values, own = values[order], own[order]
     # 16-32 bits of bitmap an entry: each window of the tree is one test of it.
-    table = _Table(_sets.IndexedSet(values, filter_bits=5), own, len(files["id"]))
+    table = _Table(
+        _sets.IndexedSet(values, filter_bits=5),
+        own,
+        len(files["id"]),
+        n_windows.astype(np.int32),
+        n_sample.astype(np.int32),
+        np.asarray(files["grp"]),
+    )
     return table, n_windows, n_sample, sets.files_read, sets.bytes_read
 
 
-def _stream_chunk(
-    job: tuple[int, str, _Table, dict[int, int], list[tuple[int, int, Src]]],
-) -> _Streamed:
+_Chunk = tuple[int, str, _Table, I64, dict[str, npt.NDArray[Any]]]
+"""A worker's item: the window, the normalisation, the table, the rows of the
+files to stream and their columns (``id``, ``size``, ``path``, ``origin``, ``view``)."""
+
+
+def _candidates(table: _Table, o: I64, r: I64, h: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """Which hits (small file at row ``o`` held ``h`` sampled windows of file ``r``) make
+    a candidate pair: another file of its group whose upper bound on the small file's
+    containment reaches :data:`SMALL_PASS_FLOOR`.
+
+    Exact when the sample is the whole set, else a binomial count bounded as a Poisson one.
+    """
+    h = np.asarray(h, dtype=np.float64)
+    n_windows = table.n_windows[o].astype(np.float64)
+    n_sample = table.n_sample[o].astype(np.float64)
+    whole = n_sample == n_windows
+    _, hi = poisson_bounds(h, CANDIDATE_Z)
+    rate = n_sample / np.maximum(n_windows, 1)
+    upper = np.where(whole, h, hi / np.maximum(rate, 1e-12)) / np.maximum(n_windows, 1)
+    return (o != r) & (table.grp[o] == table.grp[r]) & (upper >= SMALL_PASS_FLOOR)
+
+
+def _stream_chunk(job: _Chunk) -> _Streamed:
     """Every window of each file of a chunk through the table (a worker's item).
 
+    Returns the candidate hits only (:func:`_candidates`): a small file of
+    boilerplate is hit by most files, and those hits stay here.
     Content is checked by its indexed size only: a file that changed since it
     was indexed can give a wrong candidate, never a wrong score (the exact
     pass checks every byte against the indexed digest).
     """
-    window, normalize, table, sizes, items = job
+    window, normalize, table, rows, f = job
+    sizes = {int(i): int(n) for i, n in zip(f["id"], f["size"], strict=True)}
+    items = [
+        (int(r), int(i), (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v)))
+        for r, i, p, o, v in zip(rows, f["id"], f["path"], f["origin"], f["view"], strict=True)
+    ]
     k = _sets._compiled()
     ix = table.index
     stamp = np.full(len(ix), -1, dtype=np.int32)
@@ -184,10 +223,12 @@ def _stream_chunk(
     def cat(parts: list[I32]) -> I32:
         return np.concatenate(parts) if parts else np.empty(0, np.int32)
 
+    o, r, h = cat(o_parts), cat(r_parts), cat(h_parts)
+    keep = _candidates(table, o.astype(np.int64), r.astype(np.int64), h)
     return _Streamed(
-        cat(o_parts),
-        cat(r_parts),
-        cat(h_parts),
+        o[keep],
+        r[keep],
+        h[keep],
         sets.files_read,
         sets.bytes_read,
         sets.changed,
@@ -244,11 +285,9 @@ def _small_pass(
     small = np.flatnonzero((size >= window) & (size < SMALL_PASS_BYTES))
     if not len(small):
         return empty
-    srcs = sources(files)
+    srcs = sources(files, small)
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
-    table, n_windows, n_sample, f_read, b_read = _table(
-        small, files, srcs, window, normalize, on_warning
-    )
+    table, n_windows, _, f_read, b_read = _table(small, files, srcs, window, normalize, on_warning)
     stats.small_files += int(np.count_nonzero(n_windows))
     stats.small_files_read += f_read
     stats.small_bytes_read += b_read
@@ -260,16 +299,17 @@ def _small_pass(
     wanted = wanted[np.argsort(-size[wanted], kind="stable")]
     jobs = max(1, jobs if pool is not None else 1)
     ids = files["id"]
-    chunks = []
     n_chunks = max(1, min(STREAM_CHUNKS_PER_JOB * jobs, len(wanted)))
-    for c in range(n_chunks):
-        part = sorted(wanted[c::n_chunks].tolist())  # in the tree's order: an archive once
-        items = [(r, int(ids[r]), srcs[r]) for r in part]
-        sizes = {int(ids[r]): int(size[r]) for r in part}
-        chunks.append((window, normalize, table, sizes, items))
+    parts = [np.sort(wanted[c::n_chunks]) for c in range(n_chunks)]  # an archive once
+
+    def chunks() -> Iterator[_Chunk]:  # made as the workers take them
+        for part in parts:
+            cols = {k: files[k][part] for k in ("id", "size", "path", "origin", "view")}
+            yield window, normalize, table, part, cols
+
     progress.stage("small files held by others", len(wanted), unit="files")
     owner, row, hits = [], [], []
-    for i, done in shared_map(_stream_chunk, chunks, pool):
+    for i, done in shared_map(_stream_chunk, chunks(), pool):
         for w in done.warnings:
             on_warning(w)
         owner.append(done.owner)
@@ -277,20 +317,9 @@ def _small_pass(
         hits.append(done.hits)
         stats.small_files_read += done.files_read
         stats.small_bytes_read += done.bytes_read
-        progress.advance(len(chunks[i][4]))
-    o = np.concatenate(owner).astype(np.int64)
+        progress.advance(len(parts[i]))
+    o = np.concatenate(owner).astype(np.int64)  # candidates only (_candidates)
     r = np.concatenate(row).astype(np.int64)
-    h = np.concatenate(hits).astype(np.float64)
-    keep = (o != r) & (grp[o] == grp[r])
-    o, r, h = o[keep], r[keep], h[keep]
-    # Containment of the small file in the other, from its sampled windows held: exact
-    # when the sample is the whole set, else a binomial count bounded as a Poisson one.
-    whole = n_sample[o] == n_windows[o]
-    _, hi = poisson_bounds(h, CANDIDATE_Z)
-    rate = n_sample[o] / np.maximum(n_windows[o], 1)
-    upper = np.where(whole, h, hi / np.maximum(rate, 1e-12)) / np.maximum(n_windows[o], 1)
-    cand = upper >= SMALL_PASS_FLOOR
-    o, r = o[cand], r[cand]
     a = np.minimum(ids[o], ids[r]).astype(np.uint64)
     b = np.maximum(ids[o], ids[r]).astype(np.uint64)
     key = np.unique((a << np.uint64(32)) | b)  # a pair of two small files is found twice
