@@ -107,6 +107,15 @@ def pending_exact(
     return np.flatnonzero(cand & np.isnan(cols["exact_ab"]))
 
 
+#: Collated pairs scored at a time: the score's temporaries (about 20 arrays a pair)
+#: exist for one slice, not for all the pairs (10 M pairs would hold 1.6 GB of them).
+SCORE_SLICE = 1 << 20
+
+
+def _slice(cols: dict[str, npt.NDArray[Any]], lo: int, hi: int) -> dict[str, npt.NDArray[Any]]:
+    return {k: v[lo:hi] for k, v in cols.items()}
+
+
 def _score(
     cols: dict[str, npt.NDArray[Any]],
     files: dict[str, npt.NDArray[Any]],
@@ -118,28 +127,53 @@ def _score(
     pool: Any = None,
     jobs: int = 1,
 ) -> PairTable:
-    """Scores, filters and threshold over all collated pairs, vectorised: the kept pairs' table."""
-    e = _estimates(cols, files, options, params)
-    ia, ib, ok, est = e.ia, e.ib, e.ok, e.est
-    a_in_b, b_in_a, jac = e.a_in_b, e.b_in_a, e.jaccard
-    exact_ab, exact_ba = cols["exact_ab"], cols["exact_ba"]
-    t = options.threshold
-    shared_n = cols["shared"]
-    todo = pending_exact(cols, files, options, params, e)
+    """Scores, filters and threshold over all collated pairs, vectorised: the kept pairs' table.
+
+    First the pairs to score exactly (:func:`pending_exact`), read and scored
+    together (:func:`sif.similar.exact._exact`: each larger file once), their
+    scores written into ``cols``; then the decision, a slice of
+    :data:`SCORE_SLICE` pairs at a time.
+    """
+    n = len(cols["a"])
+    spans = [(lo, min(n, lo + SCORE_SLICE)) for lo in range(0, n, SCORE_SLICE)] or [(0, 0)]
+    todo = np.concatenate(
+        [lo + pending_exact(_slice(cols, lo, hi), files, options, params) for lo, hi in spans]
+    )
     if len(todo):
+        sub = {k: cols[k][todo] for k in cols}
+        e = _estimates(sub, files, options, params)
         _exact(
-            todo,
-            ia,
-            ib,
+            np.arange(len(todo)),
+            e.ia,
+            e.ib,
             files,
             params.window,
-            cols,
+            sub,
             stats,
             on_warning,
             progress,
             pool,
             jobs,
         )
+        cols["exact_ab"][todo], cols["exact_ba"][todo] = sub["exact_ab"], sub["exact_ba"]
+    kept = [_decide(_slice(cols, lo, hi), files, options, params, stats) for lo, hi in spans]
+    return PairTable(files, {k: np.concatenate([c[k] for c in kept]) for k in kept[0]})
+
+
+def _decide(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    params: FingerprintParams,
+    stats: SimilarStats,
+) -> dict[str, npt.NDArray[Any]]:
+    """The columns of :class:`PairTable` for the pairs of ``cols`` that pass."""
+    e = _estimates(cols, files, options, params)
+    ia, ib, ok, est = e.ia, e.ib, e.ok, e.est
+    a_in_b, b_in_a, jac = e.a_in_b, e.b_in_a, e.jaccard
+    exact_ab, exact_ba = cols["exact_ab"], cols["exact_ba"]
+    t = options.threshold
+    shared_n = cols["shared"]
     # An exact score, when known (this run's, a past run's, a pair of small or identical
     # tiny files), decides; else the estimate, with its evidence (a file that could not
     # be read, or changed since it was indexed, keeps its sampled score).
@@ -165,20 +199,17 @@ def _score(
         pa, pb = np.where(copies, 100.0, pa), np.where(copies, 100.0, pb)
     stats.estimated += int(np.count_nonzero(keep & ~known))
     j = np.flatnonzero(keep)
-    return PairTable(
-        files,
-        {
-            "ia": ia[j],
-            "ib": ib[j],
-            "shared": shared_n[j],
-            "a_in_b": a_in_b[j],
-            "b_in_a": b_in_a[j],
-            "jaccard": jac[j],
-            "pa": pa[j],
-            "pb": pb[j],
-            "exact_ab": exact_ab[j],
-            "exact_ba": exact_ba[j],
-            "low": np.where(known, np.nan, low)[j],
-            "high": np.where(known, np.nan, high)[j],
-        },
-    )
+    return {
+        "ia": ia[j],
+        "ib": ib[j],
+        "shared": shared_n[j],
+        "a_in_b": a_in_b[j],
+        "b_in_a": b_in_a[j],
+        "jaccard": jac[j],
+        "pa": pa[j],
+        "pb": pb[j],
+        "exact_ab": exact_ab[j],
+        "exact_ba": exact_ba[j],
+        "low": np.where(known, np.nan, low)[j],
+        "high": np.where(known, np.nan, high)[j],
+    }
