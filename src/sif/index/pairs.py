@@ -41,65 +41,60 @@ def scope(
     ``grp`` (with ``groups``) numbers the distinct (kind, content view) of the
     files: files of another kind or view are never compared. The root filter
     runs in the query, as byte ranges of the path (``root/`` <= path <
-    ``root0``: the byte after ``/``); the sort by id in numpy. Cost: one scan
-    of ``files``, mostly the conversion of paths, kinds and digests to Python
-    objects (~25 ms for 40k files).
+    ``root0``: the byte after ``/``), sorted by id, in one transaction, a
+    column a query. Cost: a scan of ``files`` a column, mostly the conversion
+    of paths and digests to Python objects (~25 ms for 40k files; at a
+    million files about 540 MB, 400 MB of them the paths and digests).
     """
     where, args = [], []
     for r in roots:
         b = os.fsencode(os.path.abspath(r)).rstrip(b"/")
         where.append("path = ? OR (path >= ? AND path < ?)")
         args += [b or b"/", b + b"/", b + b"0"]
-    grp = (
-        ", dense_rank() OVER (ORDER BY kind, coalesce(CAST(view AS VARCHAR), '')) - 1 AS grp"
-        if groups
-        else ""
-    )
+    rank = "dense_rank() OVER (ORDER BY kind, coalesce(CAST(view AS VARCHAR), '')) - 1"
     within = ""
-    cur = con
-    if walked is not None:  # on a cursor of its own: the connection may hold a result
-        cur = con.cursor()
-        cur.register("sif_walked", {"origin": np.array([os.fsencode(p) for p in walked], object)})
-        within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
+    cur = con.cursor()  # one transaction of its own: every column of one snapshot
+    cur.begin()
     try:
-        cols = cur.execute(
-            "SELECT id, path, coalesce(origin, path) AS origin, "
-            "coalesce(CAST(view AS VARCHAR), 'raw') AS view, size, kind, n_fp, n_distinct, digest"
-            f"{grp} "
-            f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}",
+        if walked is not None:
+            walked_origin = np.array([os.fsencode(p) for p in walked], object)
+            cur.register("sif_walked", {"origin": walked_origin})
+            within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
+        selected = f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}"
+        # One column a query, sorted by id: DuckDB's result of all columns at once, beside
+        # their Python objects, took 280 MB more at a million files. Kinds and views come
+        # as one small code a file and their labels once (a string a file: 150 MB); origin
+        # is NULL for a plain file and becomes its path (the same object).
+        out: dict[str, npt.NDArray[Any]] = {}
+        for c in ("id", "path", "origin", "size", "n_fp", "n_distinct", "digest", rank):
+            got = cur.execute(f"SELECT {c} AS c {selected} ORDER BY id", [pid, *args])
+            out["grp" if c == rank else c] = got.fetchnumpy()["c"]
+        labels = cur.execute(
+            f"SELECT DISTINCT {rank} AS grp, kind, coalesce(CAST(view AS VARCHAR), 'raw') "
+            f"{selected} ORDER BY grp",
             [pid, *args],
-        ).fetchnumpy()
+        ).fetchall()
     finally:
         if walked is not None:
             cur.unregister("sif_walked")
-            cur.close()
-    order = np.argsort(np.asarray(cols["id"]), kind="stable")
-    out = {k: np.asarray(v)[order] for k, v in cols.items()}
-    _share_objects(out)
+        cur.rollback()
+        cur.close()
+    code = np.asarray(out.pop("grp"), dtype=np.int64)
+    out["kind"] = np.array([k for _, k, _ in labels], dtype=object)[code]
+    out["view"] = np.array([v for _, _, v in labels], dtype=object)[code]
+    null = np.ma.getmaskarray(out["origin"])
+    origin = np.ma.getdata(out["origin"]).astype(object)
+    out["origin"] = np.where(
+        null | np.equal(origin, np.array(None, dtype=object)), out["path"], origin
+    )
+    out = {k: np.asarray(v) for k, v in out.items()}
     mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
-    out["normalize"] = np.full(len(order), (mode and mode[0]) or "auto", dtype=object)
+    out["normalize"] = np.full(len(code), (mode and mode[0]) or "auto", dtype=object)
     if groups:
-        if len(out["grp"]) and int(out["grp"].max()) > 255:
+        if len(code) and int(code.max()) > 255:
             raise IndexUnusable("more than 255 kinds and views of files in one run")
-        out["grp"] = out["grp"].astype(np.uint8)
+        out["grp"] = code.astype(np.uint8)
     return out
-
-
-def _share_objects(cols: dict[str, npt.NDArray[Any]]) -> None:
-    """Fewer Python objects a file in the scope's columns, in place.
-
-    A plain file's ``origin`` is its ``path`` (the same object, not an equal
-    copy), and each distinct kind and view is one string: of the eight objects
-    a file of 100,000 held (37 MB), four remain. Cost: a few vectorised
-    comparisons; ``np.unique`` over the labels.
-    """
-    if not len(cols["id"]):
-        return
-    same = cols["origin"] == cols["path"]
-    cols["origin"] = np.where(same, cols["path"], cols["origin"])
-    for k in ("kind", "view"):
-        labels, inverse = np.unique(cols[k], return_inverse=True)
-        cols[k] = labels.astype(object)[inverse]
 
 
 @dataclass
