@@ -28,7 +28,7 @@ _EXPORTS = {
     "read_report": "sif.actions.report",
     "RunResult": "sif.actions.run",
     "probe_reflink": "sif.actions.run",
-    "resume_journal": "sif.actions.run",
+    "resume_journal": "sif.actions.resume",
     "run_plan": "sif.actions.run",
     "UndoResult": "sif.actions.undo",
     "undo_journal": "sif.actions.undo",
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from sif.actions.journal import journal_dir
     from sif.actions.plan import ACTIONS, KEEP_RULES, FileRef, KeepPolicy, Plan, Step, plan_actions
     from sif.actions.report import Report, read_report
-    from sif.actions.run import RunResult, probe_reflink, resume_journal, run_plan
+    from sif.actions.resume import resume_journal
+    from sif.actions.run import RunResult, probe_reflink, run_plan
     from sif.actions.undo import UndoResult, undo_journal
 
 

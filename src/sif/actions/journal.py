@@ -13,7 +13,7 @@ It lives under the user's state directory
    ``done`` (with the figures the step left), ``skipped`` or ``failed`` with
    the cause. ``done`` records go out with the next batch's ``begin`` records
    (and its fsync): a kill may take the last batch's with it, and then
-   :func:`sif.actions.run.reconcile` tells from the files which of those
+   :func:`sif.actions.resume.reconcile` tells from the files which of those
    steps happened, as it does for the one step a kill interrupts;
 4. ``undone`` records written by ``sif undo``, and ``end`` when a run finished.
 

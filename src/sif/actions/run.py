@@ -35,8 +35,8 @@ For every step, in order:
 
 A step that fails (permission denied, read-only file system, disk full)
 leaves its file as it was, removes its temporary name, and is counted and
-named. A killed run is finished by :func:`resume_journal` or reversed by
-:func:`sif.actions.undo.undo_journal`.
+named. A killed run is finished by :func:`sif.actions.resume.resume_journal`
+or reversed by :func:`sif.actions.undo.undo_journal`.
 """
 
 from __future__ import annotations
@@ -51,11 +51,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sif.actions import fsops
-from sif.actions.journal import Journal, JournalData, begin_line, done_line, now, read_journal
+from sif.actions.journal import Journal, begin_line, done_line, now
 from sif.actions.plan import FileRef, Plan, Step
 from sif.actions.trash import TrashCan, reserve, trash_can
 from sif.actions.verify import Changed, Comparer, Expected, check_stat, open_checked
-from sif.errors import InputError
 from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
 
 RECLAIMING = frozenset({"link", "symlink", "reflink", "remove"})
@@ -532,94 +531,4 @@ def run_plan(
     finally:
         if j is not None:
             j.close(synced=ended)  # the end record's fsync made everything durable
-    return runner.result
-
-
-def _inspect(step: Step, begin: dict[str, Any]) -> bool:
-    """After a kill mid-step: did the step happen? Cleans up sif's own temporary names."""
-    drop, keep = step.drop, step.keep
-
-    def key(path: str, follow: bool = False) -> tuple[int, int] | None:
-        try:
-            st = os.stat(path) if follow else os.lstat(path)
-        except FileNotFoundError:
-            return None
-        return (st.st_dev, st.st_ino)
-
-    tmp = begin.get("tmp")
-    if step.action in ("link", "symlink"):
-        happened = key(drop.path, follow=step.action == "symlink") == keep.key and (
-            step.action == "link" or os.path.islink(drop.path)
-        )
-        if tmp and os.path.lexists(tmp):
-            if step.action == "link" and key(tmp) == keep.key and key(keep.path) == keep.key:
-                os.unlink(tmp)  # a second name of the kept copy, made by sif
-            elif (
-                step.action == "symlink" and os.path.islink(tmp) and os.readlink(tmp) == step.target
-            ):
-                os.unlink(tmp)
-        return happened
-    if step.action == "remove":
-        if tmp and key(tmp) == drop.key and key(drop.path) is None:
-            os.unlink(tmp)  # renamed aside by sif after the re-check: finish the removal
-            return True
-        return key(drop.path) is None
-    if step.action in ("trash", "move"):
-        dest = begin.get("dest")
-        if dest and key(dest) == drop.key and key(drop.path) is None:
-            return True
-        info = begin.get("info")
-        if info and os.path.isfile(info) and not os.path.islink(info):
-            os.unlink(info)  # sif's own reservation in the trash
-        return False
-    return False  # reflink: run it again (a no-op when the extents are shared)
-
-
-def reconcile(data: JournalData, journal: Journal | None, runner: Runner | None) -> set[int]:
-    """Settle the steps a kill interrupted; the indices of the steps that are done."""
-    done: set[int] = set()
-    for step in data.steps:
-        state = data.state(step.index)
-        if state == "done":
-            done.add(step.index)
-            rec = data.last(step.index) or {}
-            if runner is not None:
-                for ref, fig in (
-                    (step.keep, rec.get("keep_after")),
-                    (step.drop, rec.get("drop_after")),
-                ):
-                    if fig:
-                        runner.expected[ref.key] = Expected(fig[0], fig[1], fig[2])
-        elif state == "begin":
-            begin = data.last(step.index) or {}
-            if runner is not None:
-                runner.forget_ctime(step.keep)
-                runner.forget_ctime(step.drop)
-            if _inspect(step, begin):
-                done.add(step.index)
-                if journal is not None:
-                    extra = {k: begin[k] for k in ("dest", "info") if k in begin}
-                    journal.record("done", step.index, inferred=True, **extra)
-                data.events[step.index].append({**begin, "j": "done"})
-            elif journal is not None:
-                journal.record("abandoned", step.index, at=now())
-                data.events[step.index].append({"j": "abandoned", "step": step.index})
-    return done
-
-
-def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> RunResult:
-    """Finish a run that was killed: settle its interrupted step, run the steps never begun."""
-    data = read_journal(path)
-    if data.ended:
-        raise InputError(f"{path}: that run finished: nothing to resume")
-    j = Journal.append_to(path)
-    runner = Runner(j, on_warning)
-    ended = False
-    try:
-        reconcile(data, j, runner)
-        runner.run_all(s for s in data.steps if data.state(s.index) in (None, "abandoned"))
-        j.record("end", at=now(), sync=True)
-        ended = True
-    finally:
-        j.close(synced=ended)
     return runner.result

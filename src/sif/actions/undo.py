@@ -18,7 +18,7 @@ with a warning naming it, and the rest goes on:
 - a **remove** cannot be undone: undo says so and changes nothing.
 
 A journal of a killed run is settled first (see
-:func:`sif.actions.run.reconcile`), so undo works on it too.
+:func:`sif.actions.resume.reconcile`), so undo works on it too.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 from sif.actions import fsops
 from sif.actions.journal import Journal, now, read_journal
 from sif.actions.plan import Step
-from sif.actions.run import reconcile
+from sif.actions.resume import reconcile
 from sif.errors import InputError
 from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
 from sif.fileio import open_regular
