@@ -132,3 +132,24 @@ def test_the_weak_hash_does_force_collisions() -> None:
     assert want == {(1, 2): (1, 1, 1), (1, 5): (1, 1, 1)}
     assert run_sql(WEAK_BOTH, rows, 5) != want
     assert run_sql(WEAK_1, rows, 5) == want == run_sql(COLLATE_SQL, rows, 5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(1, 12)),
+        max_size=120,
+    ),
+    st.integers(2, 6),
+)
+def test_the_numpy_stop_count_equals_the_sql(rows: list[tuple[int, int]], max_df: int) -> None:
+    from sif.similar.collate import STOPPED_SQL, stop_count
+
+    # A file is of one group (its kind and view): derive it from the file id.
+    values = np.array([v for v, _ in rows], dtype=np.uint32)
+    ids = np.array([f for _, f in rows], dtype=np.uint32)
+    groups = (ids % 2).astype(np.uint8)
+    con = duckdb.connect()
+    con.register("fp", {"fp": values, "file_id": ids, "grp": groups})
+    want = con.execute(STOPPED_SQL, {"max_df": max_df}).fetchall()[0][0]
+    assert stop_count(values, ids, groups, max_df) == want

@@ -111,7 +111,9 @@ def test_more_identical_tiny_files_than_max_df_pair_none(tmp_path: Path) -> None
     assert three.pairs == () and len(four.pairs) == 6
 
 
-def test_the_exact_pass_and_the_decision_in_slices_score_as_in_one(tmp_path: Path, monkeypatch: Any) -> None:
+def test_the_exact_pass_and_the_decision_in_slices_score_as_in_one(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     # Families of files sharing passages, so that several larger files have partners;
     # slices of 2 pairs (cut only between larger files) must give the same scores.
     from sif.similar import exact as exact_mod

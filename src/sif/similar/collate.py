@@ -168,11 +168,33 @@ def collate_ranges(
         con.register("fp", {"fp": values, "file_id": file_ids, "grp": groups})
         try:
             parts.append(con.execute(COLLATE_SQL, {"max_df": max_df}).fetchnumpy())
-            stopped += int(con.execute(STOPPED_SQL, {"max_df": max_df}).fetchall()[0][0])
+            stopped += stop_count(values, file_ids, groups, max_df)
         finally:
             con.unregister("fp")
         del values, file_ids, groups
     return merge_pairs(parts), stopped, n
+
+
+def stop_count(values: U32, file_ids: U32, groups: npt.NDArray[np.uint8], max_df: int) -> int:
+    """:data:`STOPPED_SQL` in numpy: the (fingerprint, group)s held by more than ``max_df`` files.
+
+    Only a value with more than ``max_df`` rows can be one; their distinct
+    (value, group, file) triples are counted. Measured on a million
+    generated files, the SQL took a fifth of the collation (a second
+    aggregation over every row); this is one sort of the values.
+    """
+    if len(values) <= max_df:
+        return 0
+    v = np.sort(values)
+    edge = np.flatnonzero(np.r_[True, v[1:] != v[:-1], True])
+    many = v[edge[:-1][np.diff(edge) > max_df]]
+    if not len(many):
+        return 0
+    sel = np.isin(values, many)
+    key = np.unique(np.rec.fromarrays([values[sel], groups[sel].astype(np.uint32), file_ids[sel]]))
+    vg = np.rec.fromarrays([key.f0, key.f1])
+    _, files = np.unique(vg, return_counts=True)
+    return int(np.count_nonzero(files > max_df))
 
 
 def collate(
