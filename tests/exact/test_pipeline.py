@@ -65,7 +65,7 @@ def test_file_leaves_after_first_differing_block(tmp_path: Path) -> None:
     data = os.urandom(2_000_000)
     write(tmp_path / "a", data)
     write(tmp_path / "b", data)
-    write(tmp_path / "c", b"X" + data[1:])  # differs in the first block
+    write(tmp_path / "c", bytes([data[0] ^ 1]) + data[1:])  # differs in the first block
     stats = DupesStats()
     list(find_duplicates([str(tmp_path)], stats=stats))
     assert stats.bytes_read == 2 * 2_000_000 + FIRST_BLOCK
