@@ -382,10 +382,12 @@ def test_first_blocks_are_read_in_inode_order_across_sizes(
     assert seen == sorted(seen, key=ino.__getitem__)
 
 
-def test_first_blocks_in_batches_of_the_memory_budget_stay_exact(tmp_path: Path) -> None:
+def test_first_blocks_in_batches_of_the_memory_budget_stay_exact(
+    tmp_path: Path, monkeypatch: object
+) -> None:
     # Many groups of one size each; a budget of three blocks makes dozens of
     # batches, each read in inode order: the groups are the naive ones and
-    # every byte is read once.
+    # every byte is read once. So does a batch smaller than the budget.
     rng = __import__("random").Random(7)
     for k in range(60):
         size = 1000 + 97 * k
@@ -393,10 +395,17 @@ def test_first_blocks_in_batches_of_the_memory_budget_stay_exact(tmp_path: Path)
         for j in range(rng.randint(2, 4)):
             body = head if rng.random() < 0.5 else head[:-1] + bytes([j])
             write(tmp_path / f"d{j}/f{k}", body)
+    total = sum(p.stat().st_size for p in tmp_path.rglob("f*"))
     stats = DupesStats()
     got = groups_of(tmp_path, jobs=1, memory_budget=3 * FIRST_BLOCK, stats=stats)
     assert got == naive_groups(tmp_path)
-    assert stats.bytes_read == sum(p.stat().st_size for p in tmp_path.rglob("f*"))
+    assert stats.bytes_read == total
+    from sif.exact import rounds
+
+    monkeypatch.setattr(rounds, "FIRST_BATCH", 2 * FIRST_BLOCK)  # type: ignore[attr-defined]
+    stats = DupesStats()
+    assert groups_of(tmp_path, jobs=1, stats=stats) == got
+    assert stats.bytes_read == total
 
 
 def test_the_garbage_collector_is_as_the_caller_left_it(tmp_path: Path) -> None:

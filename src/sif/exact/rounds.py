@@ -36,22 +36,22 @@ is one that vanished or cannot be read. A first block with no equal needs
 no such proof: that file is in no group.
 
 **Order.** The first blocks are read in batches of groups whose first
-blocks fit ``memory_budget`` together, each batch in inode order (fclones
-and rmlint read in disk order too): on a cold cache the disk seeks less,
-and even from the page cache the kernel does less work than in the order
-of sizes. Later rounds read group by group.
+blocks fit :data:`FIRST_BATCH` together (a group that fits the budget but
+not a batch is a batch alone), each batch in inode order (fclones and
+rmlint read in disk order too): on a cold cache the disk seeks less, and
+even from the page cache the kernel does less work than in the order of
+sizes. Later rounds read group by group.
 
 **Memory.** Per process: two reusable buffers per block size (under 3 MiB
-in all), plus the blocks of the subgroups that a round starts, up to
-``memory_budget`` bytes per group, and the first blocks of one batch, up
-to ``memory_budget`` in all: the first blocks of a group are keyed
-by content only while ``members x block`` fits the budget, and a later
-round keeps representatives while they fit; past that a subgroup keeps
-only its hash and a match is confirmed by reading its representative's
-block again, which happens only when very many files of one size differ in
-one block. So memory is bounded whatever the file sizes and group sizes.
-Files are opened for one read and closed at once, so groups larger than the
-open-file limit work.
+in all), the first blocks of one batch, plus the blocks of the subgroups
+that a round starts, up to ``memory_budget`` bytes per group: the first
+blocks of a group are keyed by content only while ``members x block``
+fits the budget, and a later round keeps representatives while they fit;
+past that a subgroup keeps only its hash and a match is confirmed by
+reading its representative's block again, which happens only when very
+many files of one size differ in one block. So memory is bounded whatever
+the file sizes and group sizes. Files are opened for one read and closed
+at once, so groups larger than the open-file limit work.
 
 **Cost.** Per file and block: ``open``, ``fstat``, ``pread``, ``fstat``,
 ``close`` (no second ``fstat`` for a first block), and a few hundred
@@ -84,6 +84,9 @@ MAX_BLOCK = 1024 * 1024
 """The largest block: a read's fixed cost (~5 us) is then under 5% of its copy time."""
 DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
 """Bytes of subgroup representatives one group's round keeps, at most."""
+FIRST_BATCH = 4 * 1024 * 1024
+"""Bytes of first blocks read in one batch, in inode order, at most (and at most the
+memory budget): enough files for the order to pay, little resident memory."""
 
 
 @dataclass(slots=True)
@@ -256,15 +259,15 @@ class _Refiner:
     def _first_blocks(self, groups: list[_Tied]) -> list[_Tied]:
         """The first block of every file of ``groups``, grouped by its bytes (exact).
 
-        The groups go in batches whose first blocks fit the memory budget
-        together; the files of a batch are read in inode order (a proxy for
+        The groups go in batches whose first blocks fit :data:`FIRST_BATCH`
+        (and the memory budget) together; the files of a batch are read in inode order (a proxy for
         their order on disk, and cheaper for the kernel even from the page
         cache), then each group is split by :meth:`_split_first`.
         """
         out: list[_Tied] = []
         batch: list[_Tied] = []
         held = 0
-        budget = self.budget
+        budget = min(self.budget, FIRST_BATCH)
         for g in groups:
             cost = min(g.size, FIRST_BLOCK) * len(g.members)
             if batch and held + cost > budget:
