@@ -84,7 +84,7 @@ MAX_BLOCK = 1024 * 1024
 """The largest block: a read's fixed cost (~5 us) is then under 5% of its copy time."""
 DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
 """Bytes of subgroup representatives one group's round keeps, at most."""
-FIRST_BATCH = 4 * 1024 * 1024
+FIRST_BATCH = 2 * 1024 * 1024
 """Bytes of first blocks read in one batch, in inode order, at most (and at most the
 memory budget): enough files for the order to pay, little resident memory."""
 
