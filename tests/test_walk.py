@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from sif.errors import ConfigError
 from sif.events import ScanWarning
+from sif.records import RecordColumns
 from sif.walk import FileRecord, Walker, WalkOptions, parse_size, read_path_list
 from treeutil import write
 
@@ -412,3 +413,33 @@ def test_records_say_which_names_are_symlinks(tmp_path: Path) -> None:
     ]
     [plain] = Walker().walk([tmp_path / "d"])
     assert not plain.symlink
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_directories_are_read_through_descriptors_that_are_closed(tmp_path: Path) -> None:
+    # Each directory is opened once, read, and closed, whatever happens to it.
+    for d in range(30):
+        write(tmp_path / f"d{d}/sub/f", b"x" * (d + 1))
+    write(tmp_path / "swapped", b"now a file")
+    before = open_fds()
+    paths, warnings, walker = scan(tmp_path)
+    assert len(paths) == 31 and warnings == []
+    cols = RecordColumns()
+    # A directory swapped for a file, or gone, between its listing and its read.
+    for name, cause in (("swapped", "Not a directory"), ("gone", "vanished during the scan")):
+        d = walker._read_dir(str(tmp_path / name), (0, 0), cols)
+        assert (d.start, d.stop, d.subdirs) == (0, 0, [])
+        assert d.warnings == [ScanWarning(str(tmp_path / name), cause)]
+    assert open_fds() == before
+
+
+def test_warnings_and_path_globs_name_the_whole_path(tmp_path: Path) -> None:
+    write(tmp_path / "keep/a.txt", b"1")
+    write(tmp_path / "skip/b.txt", b"2")
+    os.symlink("nowhere", tmp_path / "keep/broken")
+    paths, warnings, _ = scan(tmp_path, follow_symlinks=True, exclude=(f"{tmp_path}/skip",))
+    assert paths == [str(tmp_path / "keep/a.txt")]
+    assert warnings == [ScanWarning(str(tmp_path / "keep/broken"), "broken symlink")]

@@ -27,9 +27,7 @@ back.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
-import re
 import stat
 from array import array
 from collections import deque
@@ -37,101 +35,23 @@ from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from stat import S_ISDIR, S_ISREG
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, NamedTuple
 
-from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.records import FileRecord, RecordColumns
+from sif.walkoptions import WalkOptions, WalkStats, _Matcher, parse_size, read_path_list
 
-
-@dataclass(frozen=True)
-class WalkOptions:
-    """Which files the walker yields. Sizes are in bytes, bounds inclusive.
-
-    ``include`` and ``exclude`` are shell globs. A glob without ``/`` matches
-    the file's name; a glob with ``/`` matches the whole path. ``exclude``
-    also prunes directories; ``include`` applies to files only.
-    """
-
-    min_size: int = 0
-    max_size: int | None = None
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    hidden: bool = True
-    follow_symlinks: bool = False
-    one_file_system: bool = False
-    empty: bool = False
-    skip_dirs: frozenset[tuple[int, int]] = frozenset()
-    """Directories, by ``(st_dev, st_ino)``, never entered (the index's own, say);
-    a root that is one of them, or lies under one, is skipped too."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.skip_dirs, frozenset):  # a set, a list of pairs: frozen
-            object.__setattr__(self, "skip_dirs", frozenset(map(tuple, self.skip_dirs)))
-        if self.min_size < 0:
-            raise ConfigError(f"--min-size must be >= 0, got {self.min_size}")
-        if self.max_size is not None and self.max_size < self.min_size:
-            raise ConfigError(
-                f"--max-size ({self.max_size}) is smaller than --min-size ({self.min_size})"
-            )
-
-
-@dataclass
-class WalkStats:
-    """What the walker met, for the summary."""
-
-    files: int = 0
-    bytes: int = 0
-    directories: int = 0
-    special: int = 0
-    symlinks_skipped: int = 0
-    filtered: int = 0
-    warnings: int = 0
-
-
-_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``"10"``, ``"4K"``, ``"1.5MiB"``, ``"2G"`` -> bytes (binary units).
-
-    Raises :class:`ConfigError` for anything else.
-    """
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ConfigError(f"not a size: {text!r} (use e.g. 100, 4K, 10M, 1G)")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
-
-
-def read_path_list(stream: BinaryIO, nul: bool = False) -> Iterator[str]:
-    """Paths from a list, one per line (or NUL-terminated with ``nul``), as raw names.
-
-    Empty entries are skipped. Names keep their exact bytes (surrogate escapes).
-    """
-    data = stream.read()
-    sep = b"\0" if nul else b"\n"
-    for raw in data.split(sep):
-        if not nul and raw.endswith(b"\r"):
-            raw = raw[:-1]
-        if raw:
-            yield os.fsdecode(raw)
-
-
-class _Matcher:
-    """Compiled include/exclude globs."""
-
-    def __init__(self, globs: tuple[str, ...]) -> None:
-        names = [g for g in globs if "/" not in g]
-        paths = [g for g in globs if "/" in g]
-        self.name_re = re.compile("|".join(fnmatch.translate(g) for g in names)) if names else None
-        self.path_re = re.compile("|".join(fnmatch.translate(g) for g in paths)) if paths else None
-        self.empty = not globs
-
-    def match(self, name: str, path: str) -> bool:
-        if self.name_re is not None and self.name_re.match(name):
-            return True
-        return self.path_re is not None and self.path_re.match(path) is not None
+__all__ = [
+    "FileRecord",
+    "RecordColumns",
+    "WalkOptions",
+    "WalkStats",
+    "Walker",
+    "parallel_walk",
+    "parse_size",
+    "read_path_list",
+    "walk",
+]
 
 
 def _cause(exc: OSError) -> str:
@@ -151,6 +71,10 @@ def _valid_utf8(name: str) -> bool:
         return False
     return True
 
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+"""How a directory is opened to be read (as ``opendir`` does); ``O_DIRECTORY``
+refuses anything else swapped in, before any open of it could block."""
 
 _Unit = tuple[str, tuple[int, int], int, frozenset[tuple[int, int]]]
 """A directory to walk: its path, its (device, inode), the device of its root,
@@ -191,9 +115,10 @@ class _Dir(NamedTuple):
 class Walker:
     """Walks roots and yields :class:`FileRecord` values; counts into :attr:`stats`.
 
-    Cost: one ``readdir`` per directory and one ``lstat`` per file (``DirEntry``
-    caches the type, so directories are told apart without a ``stat``) and one
-    per directory (to detect loops and mount points). Memory: the stack of
+    Cost: one ``readdir`` per directory, through a descriptor, and one
+    ``lstat`` per file, an ``fstatat`` of its bare name (``DirEntry`` caches the
+    type, so directories are told apart without a ``stat``) and one per
+    directory (to detect loops and mount points). Memory: the stack of
     pending directories and the set of visited directory inodes.
 
     Which name of a directory reached twice is walked (nested roots, bind
@@ -401,9 +326,16 @@ class Walker:
         start = len(files)
         n_bytes = n_filtered = n_links = n_special = 0
         dir_no = -1  # registered with the first file kept
+        prefix = dirpath if dirpath.endswith("/") else dirpath + "/"  # as os.path.join
+        dfd = -1
         try:
-            it = os.scandir(dirpath)
+            # Read through a descriptor: each entry's lstat is then an fstatat of
+            # its bare name, with no path for the kernel to walk again.
+            dfd = os.open(dirpath, _DIR_FLAGS)
+            it = os.scandir(dfd)
         except OSError as exc:
+            if dfd >= 0:
+                os.close(dfd)
             warnings.append(ScanWarning(dirpath, _cause(exc)))
             return _Dir(dirpath, key, start, start, subdirs, keys, warnings, (0, 0, 0, 0))
         try:
@@ -412,13 +344,13 @@ class Walker:
                     name = entry.name
                     if skip_hidden and name[0] == ".":
                         continue
-                    # entry.path is made only where needed: a string less a file.
-                    if exclude is not None and exclude.match(name, entry.path):
+                    # The path is made only where needed: a string less a file.
+                    if exclude is not None and exclude.match(name, prefix + name):
                         continue
                     if not name.isascii() and not _valid_utf8(name):
                         warnings.append(
                             ScanWarning(
-                                entry.path, "name is not valid UTF-8 (shown escaped)", False
+                                prefix + name, "name is not valid UTF-8 (shown escaped)", False
                             )
                         )
                     try:
@@ -430,19 +362,19 @@ class Walker:
                             try:
                                 st = entry.stat()
                             except FileNotFoundError:
-                                warnings.append(ScanWarning(entry.path, "broken symlink"))
+                                warnings.append(ScanWarning(prefix + name, "broken symlink"))
                                 continue
                         else:
                             link = 0
                             st = entry.stat(follow_symlinks=False)
                     except OSError as exc:
-                        warnings.append(ScanWarning(entry.path, _cause(exc)))
+                        warnings.append(ScanWarning(prefix + name, _cause(exc)))
                         continue
                     mode = st.st_mode
                     if S_ISREG(mode):
                         size = st.st_size
                         if lo <= size <= hi and (
-                            include is None or include.match(name, entry.path)
+                            include is None or include.match(name, prefix + name)
                         ):
                             n_bytes += size
                             if dir_no < 0:
@@ -467,6 +399,8 @@ class Walker:
                         n_special += 1
         except OSError as exc:  # readdir itself failed part-way
             warnings.append(ScanWarning(dirpath, _cause(exc)))
+        finally:
+            os.close(dfd)
         counts = (n_bytes, n_filtered, n_links, n_special)
         return _Dir(dirpath, key, start, len(files), subdirs, keys, warnings, counts)
 

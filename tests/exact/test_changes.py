@@ -58,20 +58,35 @@ def test_file_rewritten_with_mtime_restored_is_dropped(tmp_path: Path) -> None:
 def change_after_first_read(
     monkeypatch: pytest.MonkeyPatch, victim: Path, change: Callable[[], None]
 ) -> None:
-    """Make ``change`` happen on disk right after sif's first read of ``victim``."""
-    read = _Table.read
+    """Make ``change`` happen on disk right after sif's first read of ``victim``.
+
+    Both ways sif reads: :meth:`_Table.read`, and the lean loop of the first
+    blocks, which calls ``os.pread`` itself (the file read is known by its
+    descriptor, through ``/proc/self/fd``).
+    """
+    read, pread = _Table.read, os.pread
     done = False
 
-    def read_then_change(self: _Table, i: int, *args: object, **kw: object) -> object:
+    def then_change() -> None:
         nonlocal done
+        done = True
+        tick()
+        change()
+
+    def read_then_change(self: _Table, i: int, *args: object, **kw: object) -> object:
         got = read(self, i, *args, **kw)  # type: ignore[arg-type]
         if not done and self.path(i) == str(victim):
-            done = True
-            tick()
-            change()
+            then_change()
+        return got
+
+    def pread_then_change(fd: int, n: int, offset: int) -> bytes:
+        got = pread(fd, n, offset)
+        if not done and os.readlink(f"/proc/self/fd/{fd}") == str(victim):
+            then_change()
         return got
 
     monkeypatch.setattr(_Table, "read", read_then_change)
+    monkeypatch.setattr(os, "pread", pread_then_change)
 
 
 X1, X2 = b"x" * FIRST_BLOCK, b"X" * FIRST_BLOCK

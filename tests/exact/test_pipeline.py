@@ -65,7 +65,7 @@ def test_file_leaves_after_first_differing_block(tmp_path: Path) -> None:
     data = os.urandom(2_000_000)
     write(tmp_path / "a", data)
     write(tmp_path / "b", data)
-    write(tmp_path / "c", b"X" + data[1:])  # differs in the first block
+    write(tmp_path / "c", bytes([data[0] ^ 1]) + data[1:])  # differs in the first block
     stats = DupesStats()
     list(find_duplicates([str(tmp_path)], stats=stats))
     assert stats.bytes_read == 2 * 2_000_000 + FIRST_BLOCK
@@ -351,3 +351,91 @@ def test_corrupt_archive_is_a_warning(tmp_path: Path) -> None:
     warnings: list[ScanWarning] = []
     assert list(find_duplicates([str(tmp_path)], archives=True, on_warning=warnings.append)) == []
     assert [w.path for w in warnings] == [str(tmp_path / "bad.zip")]
+
+
+def first_reads(monkeypatch: object, run: object) -> list[str]:
+    """The files whose first block ``run()`` read, in the order read (seen at ``os.pread``)."""
+    seen: list[str] = []
+    pread = os.pread
+
+    def spy(fd: int, n: int, offset: int) -> bytes:
+        if offset == 0:
+            seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", spy)  # type: ignore[attr-defined]
+    run()  # type: ignore[operator]
+    return seen
+
+
+def test_first_blocks_are_read_in_inode_order_across_sizes(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    # Files made largest first: by size they would be read in the reverse of
+    # their inode order (the order of their creation, on most file systems).
+    for k in range(6):
+        for copy in "ab":
+            write(tmp_path / f"s{k}{copy}", bytes([k]) * (6000 - 100 * k) + copy.encode())
+    ino = {str(p): os.stat(p).st_ino for p in tmp_path.iterdir()}
+    seen = first_reads(monkeypatch, lambda: groups_of(tmp_path, jobs=1))
+    assert sorted(seen) == sorted(ino)  # each file's first block read once
+    assert seen == sorted(seen, key=ino.__getitem__)
+
+
+def test_first_blocks_in_batches_of_the_memory_budget_stay_exact(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    # Many groups of one size each; a budget of three blocks makes dozens of
+    # batches, each read in inode order: the groups are the naive ones and
+    # every byte is read once. So does a batch smaller than the budget.
+    rng = __import__("random").Random(7)
+    for k in range(60):
+        size = 1000 + 97 * k
+        head = os.urandom(size)
+        for j in range(rng.randint(2, 4)):
+            body = head if rng.random() < 0.5 else head[:-1] + bytes([j])
+            write(tmp_path / f"d{j}/f{k}", body)
+    total = sum(p.stat().st_size for p in tmp_path.rglob("f*"))
+    stats = DupesStats()
+    got = groups_of(tmp_path, jobs=1, memory_budget=3 * FIRST_BLOCK, stats=stats)
+    assert got == naive_groups(tmp_path)
+    assert stats.bytes_read == total
+    from sif.exact import rounds
+
+    monkeypatch.setattr(rounds, "FIRST_BATCH", 2 * FIRST_BLOCK)  # type: ignore[attr-defined]
+    stats = DupesStats()
+    assert groups_of(tmp_path, jobs=1, stats=stats) == got
+    assert stats.bytes_read == total
+
+
+def test_the_garbage_collector_is_as_the_caller_left_it(tmp_path: Path) -> None:
+    import gc
+
+    write(tmp_path / "a", b"same")
+    write(tmp_path / "b", b"same")
+    assert gc.isenabled()
+    assert groups_of(tmp_path, jobs=1) == {frozenset({str(tmp_path / "a"), str(tmp_path / "b")})}
+    assert gc.isenabled()  # paused for the scan only
+    gc.disable()
+    try:
+        groups_of(tmp_path, jobs=1)
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+
+
+def test_one_job_never_imports_multiprocessing(tmp_path: Path) -> None:
+    write(tmp_path / "a", b"same")
+    write(tmp_path / "b", b"same")
+    code = (
+        "import sys; from sif.cli import main; "
+        "sys.argv = ['sif', 'dupes', '-j', '1', '-q', sys.argv[1]]\n"
+        "try: main()\n"
+        "except SystemExit: pass\n"
+        "print('multiprocessing' in sys.modules, 'concurrent.futures' in sys.modules)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert r.stdout.splitlines()[-1] == "False False"
+    assert str(tmp_path / "a") in r.stdout

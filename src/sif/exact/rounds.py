@@ -6,7 +6,8 @@ Each byte of a file is read at most once (but see *Memory*); a file leaves
 as soon as one of its blocks differs.
 
 **Exactness.** The first block of every file (the whole file, when it is
-that small) is grouped by its bytes as a dictionary key: Python compares
+that small) is grouped by a 64-bit xxh3 of it, then the members of one
+hash by the bytes themselves as a dictionary key: Python compares
 equal-hashing keys byte for byte, so only equal blocks meet. A later block
 is grouped by comparing its bytes with the block of a representative of
 each subgroup (``bytes ==``, a ``memcmp``). An xxh3-128 of the block only
@@ -34,38 +35,46 @@ is dropped with a warning naming it ("changed while it was read"), and so
 is one that vanished or cannot be read. A first block with no equal needs
 no such proof: that file is in no group.
 
+**Order.** The first blocks are read in batches of groups whose first
+blocks fit :data:`FIRST_BATCH` together (a group that fits the budget but
+not a batch is a batch alone), each batch in inode order (fclones and
+rmlint read in disk order too): on a cold cache the disk seeks less, and
+even from the page cache the kernel does less work than in the order of
+sizes. Later rounds read group by group.
+
 **Memory.** Per process: two reusable buffers per block size (under 3 MiB
-in all), plus the blocks of the subgroups that a round starts, up to
-``memory_budget`` bytes per group: the first blocks of a group are keyed
-by content only while ``members x block`` fits the budget, and a later
-round keeps representatives while they fit; past that a subgroup keeps
-only its hash and a match is confirmed by reading its representative's
-block again, which happens only when very many files of one size differ in
-one block. So memory is bounded whatever the file sizes and group sizes.
-Files are opened for one read and closed at once, so groups larger than the
-open-file limit work.
+in all), the first blocks of one batch, plus the blocks of the subgroups
+that a round starts, up to ``memory_budget`` bytes per group: the first
+blocks of a group are keyed by content only while ``members x block``
+fits the budget, and a later round keeps representatives while they fit;
+past that a subgroup keeps only its hash and a match is confirmed by
+reading its representative's block again, which happens only when very
+many files of one size differ in one block. So memory is bounded whatever
+the file sizes and group sizes. Files are opened for one read and closed
+at once, so groups larger than the open-file limit work.
 
 **Cost.** Per file and block: ``open``, ``fstat``, ``pread``, ``fstat``,
-``close``, and a few hundred nanoseconds of Python (:meth:`_Table.read` is
-the one hot function; anything unusual falls back to
+``close`` (no second ``fstat`` for a first block), and a few hundred
+nanoseconds of Python (:meth:`_Refiner._first_batch` and
+:meth:`_Table.read` are the hot functions; anything unusual falls back to
 :func:`sif.fileio.open_regular`, which names the cause).
 """
 
 from __future__ import annotations
 
 import os
-from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from stat import S_ISREG
-from typing import Any
+from typing import Any, cast
 
 import xxhash
 
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
-from sif.fileio import open_regular
-from sif.records import RecordColumns
+from sif.exact.table import CHANGED, _Table
+
+__all__ = ["CHANGED", "DEFAULT_MEMORY_BUDGET", "FIRST_BLOCK", "GROWTH", "MAX_BLOCK", "_Table"]
 
 FIRST_BLOCK = 4 * 1024
 """The first block: one page, enough to tell most different small files apart."""
@@ -75,6 +84,9 @@ MAX_BLOCK = 1024 * 1024
 """The largest block: a read's fixed cost (~5 us) is then under 5% of its copy time."""
 DEFAULT_MEMORY_BUDGET = 16 * 1024 * 1024
 """Bytes of subgroup representatives one group's round keeps, at most."""
+FIRST_BATCH = 2 * 1024 * 1024
+"""Bytes of first blocks read in one batch, in inode order, at most (and at most the
+memory budget): enough files for the order to pay, little resident memory."""
 
 
 @dataclass(slots=True)
@@ -106,215 +118,6 @@ def block_schedule(size: int) -> list[int]:
         offset += n
         block = min(block * GROWTH, MAX_BLOCK)
     return out
-
-
-CHANGED = "changed while it was read; skipped"
-"""The warning for a file whose size, mtime or ctime moved while sif read it."""
-
-
-_NOATIME = getattr(os, "O_NOATIME", 0)
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-"""The open of a fast read: :func:`sif.fileio.open_regular`'s flags."""
-_OPEN_FLAGS = (_FLAGS | _NOATIME | os.O_NOFOLLOW, _FLAGS | _NOATIME)
-"""By the candidate's ``symlink`` column: a name that was no link is opened ``O_NOFOLLOW``;
-``O_NOATIME`` (reading leaves the access time alone) where the kernel allows it."""
-_OPEN_FLAGS_ATIME = (_FLAGS | os.O_NOFOLLOW, _FLAGS)
-"""The same without ``O_NOATIME``, which only a file's owner (or root) may ask for."""
-
-
-class _Table:
-    """The candidates a refiner works on, column by column; a candidate is an index.
-
-    Paths are kept as (directory, name) like :class:`RecordColumns` and joined
-    only for a read: a table of 10^5 candidates stays a few MB, to keep and
-    to send to a worker. The table shares the walk's list of directories
-    (no copy); a pickled table (a worker's share) carries only the
-    directories it uses.
-    """
-
-    __slots__ = (
-        "ctime_ns",
-        "dev",
-        "dir_of",
-        "dirs",
-        "flags",
-        "ino",
-        "mtime_ns",
-        "names",
-        "size",
-        "symlink",
-    )
-
-    def __init__(self, cols: RecordColumns, indices: Sequence[int]) -> None:
-        self.flags = _OPEN_FLAGS
-        # One C loop a column (map over the walk's arrays): no Python per candidate.
-        self.dirs: list[str] = cols.dirs
-        self.dir_of = array("I", map(cols.dir_of.__getitem__, indices))
-        self.names = list(map(cols.names.__getitem__, indices))
-        self.dev = array("Q", map(cols.dev.__getitem__, indices))
-        self.ino = array("Q", map(cols.ino.__getitem__, indices))
-        self.size = array("q", map(cols.size.__getitem__, indices))
-        self.mtime_ns = array("q", map(cols.mtime_ns.__getitem__, indices))
-        self.ctime_ns = array("q", map(cols.ctime_ns.__getitem__, indices))
-        self.symlink = array("B", map(cols.symlink.__getitem__, indices))
-
-    @classmethod
-    def over(cls, cols: RecordColumns) -> _Table:
-        """A table that is the walk's columns themselves (no copy): its rows are the
-        walk's indices. For the refiner of this process; a worker gets a copy."""
-        table = cls.__new__(cls)
-        table.flags = _OPEN_FLAGS
-        table.dirs, table.dir_of, table.names = cols.dirs, cols.dir_of, cols.names
-        table.dev, table.ino, table.size = cols.dev, cols.ino, cols.size
-        table.mtime_ns, table.ctime_ns = cols.mtime_ns, cols.ctime_ns
-        table.symlink = cols.symlink
-        return table
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        used = sorted(set(self.dir_of))
-        renumber = dict(zip(used, range(len(used)), strict=True))
-        dirs = [self.dirs[d] for d in used]
-        dir_of = array("I", map(renumber.__getitem__, self.dir_of))
-        cols = (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns, self.symlink)
-        return (dirs, dir_of, self.names, *cols)
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        (self.dirs, self.dir_of, self.names, self.dev, self.ino, self.size) = state[:6]
-        self.mtime_ns, self.ctime_ns, self.symlink = state[6:]
-        self.flags = _OPEN_FLAGS
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def path(self, i: int) -> str:
-        return self.dirs[self.dir_of[i]] + self.names[i]
-
-    def read(
-        self, i: int, offset: int, length: int, into: bytearray | None = None, verify: bool = True
-    ) -> bytes | bytearray | str:
-        """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
-
-        One ``open``, ``fstat``, ``pread``, ``fstat`` and ``close``. The open
-        takes only the regular file the walker saw (same device and inode,
-        checked before the read; no FIFO, which would block; no symlink where
-        the walk met none), and the ``fstat`` after the read proves it
-        unchanged (size, mtime and ctime), so a file changed or replaced
-        meanwhile is never grouped. With ``into`` (a buffer of ``length``
-        bytes, reused from read to read), the bytes land there: no allocation
-        and no fresh pages to fault in, which makes large blocks a third
-        cheaper in system time.
-
-        With ``verify`` false, the ``fstat`` after the read is left out (the
-        one before it is still compared with the walk): for a read that will
-        be checked later, by a later read of the file or by :meth:`unchanged`,
-        if the file stays in a group at all. A file whose first block has no
-        equal is never grouped, so it needs no proof.
-
-        The common case is inlined here (this runs once per candidate); a
-        failed open or an unexpected file goes the careful way,
-        :meth:`_read_checked`, which names the cause.
-        """
-        try:
-            fd = os.open(self.dirs[self.dir_of[i]] + self.names[i], self.flags[self.symlink[i]])
-        except PermissionError:
-            if self.flags is _OPEN_FLAGS_ATIME or not _NOATIME:
-                return self._read_checked(i, offset, length, into)
-            # O_NOATIME refused (not the file's owner): the rest of the table opens without it.
-            self.flags = _OPEN_FLAGS_ATIME
-            return self.read(i, offset, length, into, verify)
-        except OSError:
-            return self._read_checked(i, offset, length, into)
-        try:
-            st = os.fstat(fd)
-            if st.st_ino != self.ino[i] or st.st_dev != self.dev[i] or not S_ISREG(st.st_mode):
-                data: bytes | bytearray | None = None
-            elif into is None:
-                data = os.pread(fd, length, offset)
-                n = len(data)
-                if verify:
-                    st = os.fstat(fd)
-            else:
-                data = into
-                n = os.preadv(fd, [into], offset)
-                if verify:
-                    st = os.fstat(fd)
-        except OSError as exc:
-            return _cause(exc)
-        finally:
-            os.close(fd)
-        if data is None:  # not the regular file the walk saw: say what it is now
-            return self._read_checked(i, offset, length, into)
-        if (
-            n != length
-            or st.st_size != self.size[i]
-            or st.st_mtime_ns != self.mtime_ns[i]
-            or st.st_ctime_ns != self.ctime_ns[i]
-        ):
-            return CHANGED
-        return data
-
-    def unchanged(self, i: int) -> str | None:
-        """Why candidate ``i`` cannot be vouched for now, or ``None`` if it is unchanged.
-
-        The check a read made with ``verify`` false left out, made later: one
-        ``stat`` of the name (``lstat`` unless it is a symlink the walk
-        followed). The same device and inode with the walk's size, mtime and
-        ctime mean that the file read is the one the walk saw, unchanged since
-        (a write moves the ctime, which ``utime`` cannot set back).
-        """
-        try:
-            st = os.stat(self.path(i), follow_symlinks=bool(self.symlink[i]))
-        except OSError as exc:
-            return _cause(exc)
-        if st.st_ino != self.ino[i] or st.st_dev != self.dev[i]:
-            return "replaced by another file since the walk; skipped"
-        if (
-            st.st_size != self.size[i]
-            or st.st_mtime_ns != self.mtime_ns[i]
-            or st.st_ctime_ns != self.ctime_ns[i]
-        ):
-            return CHANGED
-        return None
-
-    def _read_checked(
-        self, i: int, offset: int, length: int, into: bytearray | None = None
-    ) -> bytes | bytearray | str:
-        """:meth:`read` through :func:`sif.fileio.open_regular`: the cause of a refusal."""
-        try:
-            fd, _ = open_regular(
-                self.path(i),
-                expect=(self.dev[i], self.ino[i]),
-                follow_symlinks=bool(self.symlink[i]),
-                noatime=self.flags is _OPEN_FLAGS,
-            )
-            try:
-                if into is None:
-                    data: bytes | bytearray = os.pread(fd, length, offset)
-                    n = len(data)
-                else:
-                    data = into
-                    n = os.preadv(fd, [into], offset)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            return _cause(exc)
-        if (
-            n != length
-            or st.st_size != self.size[i]
-            or st.st_mtime_ns != self.mtime_ns[i]
-            or st.st_ctime_ns != self.ctime_ns[i]
-        ):
-            return CHANGED
-        return data
-
-
-def _cause(exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "vanished during the scan"
-    if isinstance(exc, PermissionError):
-        return "permission denied"
-    return exc.strerror or str(exc)
 
 
 class _Subgroups:
@@ -454,60 +257,129 @@ class _Refiner:
         return self.outcome
 
     def _first_blocks(self, groups: list[_Tied]) -> list[_Tied]:
-        """The first block of every file of ``groups``, keyed by its bytes (exact).
+        """The first block of every file of ``groups``, grouped by its bytes (exact).
 
-        A file of one block is read whole and its group is final (once
-        :meth:`_Table.unchanged` vouches for its members); a larger one's
-        subgroup goes on with the block hashed into its digest, and its next
-        read checks the file. The hot loop of a tree of mostly unique files:
-        one :meth:`_Table.read` (four system calls) and one dictionary insert
-        a file.
+        The groups go in batches whose first blocks fit :data:`FIRST_BATCH`
+        (and the memory budget) together; the files of a batch are read in inode order (a proxy for
+        their order on disk, and cheaper for the kernel even from the page
+        cache), then each group is split by :meth:`_split_first`.
         """
-        read = self.table.read
-        advance = self.progress.advance
         out: list[_Tied] = []
-        bytes_read = 0
+        batch: list[_Tied] = []
+        held = 0
+        budget = min(self.budget, FIRST_BATCH)
         for g in groups:
-            size = g.size
-            length = g.next_length()
-            by_block: dict[bytes | bytearray | str, list[int]] = {}
-            for i in g.members:
-                res = read(i, 0, length, None, False)  # checked below if it stays in a group
-                members = by_block.get(res)
-                if members is None:
-                    by_block[res] = [i]
-                else:
-                    members.append(i)
-            if len(by_block) == len(g.members):  # all different: the usual case of unique files
-                bytes_read += length * len(by_block)
-                for res, (i,) in by_block.items():
-                    if isinstance(res, str):
-                        bytes_read -= length
-                        self._drop(i, res)
+            cost = min(g.size, FIRST_BLOCK) * len(g.members)
+            if batch and held + cost > budget:
+                out.extend(self._first_batch(batch))
+                batch, held = [], 0
+            batch.append(g)
+            held += cost
+        if batch:
+            out.extend(self._first_batch(batch))
+        return out
+
+    def _first_batch(self, groups: list[_Tied]) -> list[_Tied]:
+        """Read the first block of every member of ``groups``, in inode order; split them.
+
+        The hot loop of a tree of mostly unique files, kept lean: ``open``,
+        ``fstat``, ``pread``, ``close`` and a few comparisons a file, inline.
+        The ``fstat`` comes before the read: only the regular file the walk
+        saw (device, inode, size, mtime, ctime) is read. Anything else (a
+        failed open, a file replaced or changed, a short read) goes through
+        :meth:`_Table.read`, which reads it the careful way or names the
+        cause. A file read whole is checked again once its group is known
+        (:meth:`_split_first`); a larger one by its next read.
+        """
+        table = self.table
+        dirs, dir_of, names, symlink = table.dirs, table.dir_of, table.names, table.symlink
+        dev, ino, size = table.dev, table.ino, table.size
+        mtime_ns, ctime_ns = table.mtime_ns, table.ctime_ns
+        rows = [i for g in groups for i in g.members]
+        rows.sort(key=ino.__getitem__)
+        got: dict[int, bytes | bytearray | str] = {}
+        flags = table.flags
+        open_, fstat, pread, close = os.open, os.fstat, os.pread, os.close
+        for i in rows:
+            n = size[i]
+            if n > FIRST_BLOCK:
+                n = FIRST_BLOCK
+            try:
+                fd = open_(dirs[dir_of[i]] + names[i], flags[symlink[i]])
+            except OSError:
+                got[i] = table.read(i, 0, n, None, False)  # says why (or drops O_NOATIME)
+                flags = table.flags
                 continue
-            for res, members in by_block.items():
-                if isinstance(res, str):  # why these could not be read
-                    for i in members:
-                        self._drop(i, res)
-                    continue
-                bytes_read += length * len(members)
+            data: bytes | None = None
+            try:
+                st = fstat(fd)
+                if (
+                    st.st_ino == ino[i]
+                    and st.st_dev == dev[i]
+                    and S_ISREG(st.st_mode)
+                    and st.st_size == size[i]
+                    and st.st_mtime_ns == mtime_ns[i]
+                    and st.st_ctime_ns == ctime_ns[i]
+                ):
+                    data = pread(fd, n, 0)
+            except OSError:
+                pass
+            finally:
+                close(fd)
+            got[i] = data if data is not None and len(data) == n else table.read(i, 0, n)
+        before = self.outcome.bytes_read
+        out: list[_Tied] = []
+        for g in groups:
+            out.extend(self._split_first(g, got))
+        self.progress.advance(self.outcome.bytes_read - before)
+        return out
+
+    def _split_first(self, g: _Tied, got: dict[int, bytes | bytearray | str]) -> list[_Tied]:
+        """``g`` split by its members' first blocks in ``got``: the subgroups of two or more.
+
+        Keyed by a 64-bit xxh3 of the block first (ten times cheaper than
+        Python's hash of the bytes); members of one key, the rare case, are
+        then keyed by the bytes themselves, so only equal blocks meet.
+        """
+        size = g.size
+        length = min(size, FIRST_BLOCK)
+        h64 = xxhash.xxh3_64_intdigest
+        by_hash: dict[int, list[int]] = {}
+        bytes_read = 0
+        for i in g.members:
+            res = got[i]
+            if isinstance(res, str):
+                self._drop(i, res)
+                continue
+            bytes_read += length
+            key = h64(res)
+            members = by_hash.get(key)
+            if members is None:
+                by_hash[key] = [i]
+            else:
+                members.append(i)
+        self.outcome.bytes_read += bytes_read
+        out: list[_Tied] = []
+        if len(by_hash) == len(g.members):  # all different: the usual case of unique files
+            return out
+        for same in by_hash.values():
+            if len(same) < 2:
+                continue
+            by_block: dict[bytes | bytearray, list[int]] = {}
+            for i in same:  # blocks only: what could not be read is in no hash
+                by_block.setdefault(cast("bytes | bytearray", got[i]), []).append(i)
+            for block, members in by_block.items():
                 if len(members) < 2:
                     continue
                 if length == size:  # read whole: the check the read left out, now
                     members = self._unchanged(members)
                     if len(members) < 2:
                         continue
-                    digest = xxhash.xxh3_128_hexdigest(res)
+                    digest = xxhash.xxh3_128_hexdigest(block)
                     out.append(_Tied(size, members, None, size, digest=digest))
                 else:
-                    block = min(g.block * GROWTH, MAX_BLOCK)
-                    out.append(_Tied(size, members, xxhash.xxh3_128(res), length, block))
-            if bytes_read >= 1 << 20:
-                self.outcome.bytes_read += bytes_read
-                advance(bytes_read)
-                bytes_read = 0
-        self.outcome.bytes_read += bytes_read
-        advance(bytes_read)
+                    nxt = min(g.block * GROWTH, MAX_BLOCK)
+                    out.append(_Tied(size, members, xxhash.xxh3_128(block), length, nxt))
         return out
 
     def _unchanged(self, members: list[int]) -> list[int]:

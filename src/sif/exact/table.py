@@ -1,0 +1,225 @@
+"""The candidates of the block rounds as columns, and the one careful read of a block.
+
+Kept apart from :mod:`sif.exact.rounds` (which re-exports :class:`_Table`
+and :data:`CHANGED`): this module says how a block is read and when a file
+counts as changed; the rounds decide what to read and how to group it.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Sequence
+from stat import S_ISREG
+from typing import Any
+
+from sif.fileio import open_regular
+from sif.records import RecordColumns
+
+CHANGED = "changed while it was read; skipped"
+"""The warning for a file whose size, mtime or ctime moved while sif read it."""
+
+
+_NOATIME = getattr(os, "O_NOATIME", 0)
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+"""The open of a fast read: :func:`sif.fileio.open_regular`'s flags."""
+_OPEN_FLAGS = (_FLAGS | _NOATIME | os.O_NOFOLLOW, _FLAGS | _NOATIME)
+"""By the candidate's ``symlink`` column: a name that was no link is opened ``O_NOFOLLOW``;
+``O_NOATIME`` (reading leaves the access time alone) where the kernel allows it."""
+_OPEN_FLAGS_ATIME = (_FLAGS | os.O_NOFOLLOW, _FLAGS)
+"""The same without ``O_NOATIME``, which only a file's owner (or root) may ask for."""
+
+
+class _Table:
+    """The candidates a refiner works on, column by column; a candidate is an index.
+
+    Paths are kept as (directory, name) like :class:`RecordColumns` and joined
+    only for a read: a table of 10^5 candidates stays a few MB, to keep and
+    to send to a worker. The table shares the walk's list of directories
+    (no copy); a pickled table (a worker's share) carries only the
+    directories it uses.
+    """
+
+    __slots__ = (
+        "ctime_ns",
+        "dev",
+        "dir_of",
+        "dirs",
+        "flags",
+        "ino",
+        "mtime_ns",
+        "names",
+        "size",
+        "symlink",
+    )
+
+    def __init__(self, cols: RecordColumns, indices: Sequence[int]) -> None:
+        self.flags = _OPEN_FLAGS
+        # One C loop a column (map over the walk's arrays): no Python per candidate.
+        self.dirs: list[str] = cols.dirs
+        self.dir_of = array("I", map(cols.dir_of.__getitem__, indices))
+        self.names = list(map(cols.names.__getitem__, indices))
+        self.dev = array("Q", map(cols.dev.__getitem__, indices))
+        self.ino = array("Q", map(cols.ino.__getitem__, indices))
+        self.size = array("q", map(cols.size.__getitem__, indices))
+        self.mtime_ns = array("q", map(cols.mtime_ns.__getitem__, indices))
+        self.ctime_ns = array("q", map(cols.ctime_ns.__getitem__, indices))
+        self.symlink = array("B", map(cols.symlink.__getitem__, indices))
+
+    @classmethod
+    def over(cls, cols: RecordColumns) -> _Table:
+        """A table that is the walk's columns themselves (no copy): its rows are the
+        walk's indices. For the refiner of this process; a worker gets a copy."""
+        table = cls.__new__(cls)
+        table.flags = _OPEN_FLAGS
+        table.dirs, table.dir_of, table.names = cols.dirs, cols.dir_of, cols.names
+        table.dev, table.ino, table.size = cols.dev, cols.ino, cols.size
+        table.mtime_ns, table.ctime_ns = cols.mtime_ns, cols.ctime_ns
+        table.symlink = cols.symlink
+        return table
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        used = sorted(set(self.dir_of))
+        renumber = dict(zip(used, range(len(used)), strict=True))
+        dirs = [self.dirs[d] for d in used]
+        dir_of = array("I", map(renumber.__getitem__, self.dir_of))
+        cols = (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns, self.symlink)
+        return (dirs, dir_of, self.names, *cols)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        (self.dirs, self.dir_of, self.names, self.dev, self.ino, self.size) = state[:6]
+        self.mtime_ns, self.ctime_ns, self.symlink = state[6:]
+        self.flags = _OPEN_FLAGS
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def path(self, i: int) -> str:
+        return self.dirs[self.dir_of[i]] + self.names[i]
+
+    def read(
+        self, i: int, offset: int, length: int, into: bytearray | None = None, verify: bool = True
+    ) -> bytes | bytearray | str:
+        """``length`` bytes at ``offset`` of candidate ``i``, or why it must be dropped.
+
+        One ``open``, ``fstat``, ``pread``, ``fstat`` and ``close``. The open
+        takes only the regular file the walker saw (same device and inode,
+        checked before the read; no FIFO, which would block; no symlink where
+        the walk met none), and the ``fstat`` after the read proves it
+        unchanged (size, mtime and ctime), so a file changed or replaced
+        meanwhile is never grouped. With ``into`` (a buffer of ``length``
+        bytes, reused from read to read), the bytes land there: no allocation
+        and no fresh pages to fault in, which makes large blocks a third
+        cheaper in system time.
+
+        With ``verify`` false, the ``fstat`` after the read is left out (the
+        one before it is still compared with the walk): for a read that will
+        be checked later, by a later read of the file or by :meth:`unchanged`,
+        if the file stays in a group at all. A file whose first block has no
+        equal is never grouped, so it needs no proof.
+
+        The common case is inlined here (this runs once per candidate); a
+        failed open or an unexpected file goes the careful way,
+        :meth:`_read_checked`, which names the cause.
+        """
+        try:
+            fd = os.open(self.dirs[self.dir_of[i]] + self.names[i], self.flags[self.symlink[i]])
+        except PermissionError:
+            if self.flags is _OPEN_FLAGS_ATIME or not _NOATIME:
+                return self._read_checked(i, offset, length, into)
+            # O_NOATIME refused (not the file's owner): the rest of the table opens without it.
+            self.flags = _OPEN_FLAGS_ATIME
+            return self.read(i, offset, length, into, verify)
+        except OSError:
+            return self._read_checked(i, offset, length, into)
+        try:
+            st = os.fstat(fd)
+            if st.st_ino != self.ino[i] or st.st_dev != self.dev[i] or not S_ISREG(st.st_mode):
+                data: bytes | bytearray | None = None
+            elif into is None:
+                data = os.pread(fd, length, offset)
+                n = len(data)
+                if verify:
+                    st = os.fstat(fd)
+            else:
+                data = into
+                n = os.preadv(fd, [into], offset)
+                if verify:
+                    st = os.fstat(fd)
+        except OSError as exc:
+            return _cause(exc)
+        finally:
+            os.close(fd)
+        if data is None:  # not the regular file the walk saw: say what it is now
+            return self._read_checked(i, offset, length, into)
+        if (
+            n != length
+            or st.st_size != self.size[i]
+            or st.st_mtime_ns != self.mtime_ns[i]
+            or st.st_ctime_ns != self.ctime_ns[i]
+        ):
+            return CHANGED
+        return data
+
+    def unchanged(self, i: int) -> str | None:
+        """Why candidate ``i`` cannot be vouched for now, or ``None`` if it is unchanged.
+
+        The check a read made with ``verify`` false left out, made later: one
+        ``stat`` of the name (``lstat`` unless it is a symlink the walk
+        followed). The same device and inode with the walk's size, mtime and
+        ctime mean that the file read is the one the walk saw, unchanged since
+        (a write moves the ctime, which ``utime`` cannot set back).
+        """
+        try:
+            st = os.stat(self.path(i), follow_symlinks=bool(self.symlink[i]))
+        except OSError as exc:
+            return _cause(exc)
+        if st.st_ino != self.ino[i] or st.st_dev != self.dev[i]:
+            return "replaced by another file since the walk; skipped"
+        if (
+            st.st_size != self.size[i]
+            or st.st_mtime_ns != self.mtime_ns[i]
+            or st.st_ctime_ns != self.ctime_ns[i]
+        ):
+            return CHANGED
+        return None
+
+    def _read_checked(
+        self, i: int, offset: int, length: int, into: bytearray | None = None
+    ) -> bytes | bytearray | str:
+        """:meth:`read` through :func:`sif.fileio.open_regular`: the cause of a refusal."""
+        try:
+            fd, _ = open_regular(
+                self.path(i),
+                expect=(self.dev[i], self.ino[i]),
+                follow_symlinks=bool(self.symlink[i]),
+                noatime=self.flags is _OPEN_FLAGS,
+            )
+            try:
+                if into is None:
+                    data: bytes | bytearray = os.pread(fd, length, offset)
+                    n = len(data)
+                else:
+                    data = into
+                    n = os.preadv(fd, [into], offset)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            return _cause(exc)
+        if (
+            n != length
+            or st.st_size != self.size[i]
+            or st.st_mtime_ns != self.mtime_ns[i]
+            or st.st_ctime_ns != self.ctime_ns[i]
+        ):
+            return CHANGED
+        return data
+
+
+def _cause(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "vanished during the scan"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror or str(exc)
