@@ -192,7 +192,7 @@ def stop_count(values: U32, file_ids: U32, groups: npt.NDArray[np.uint8], max_df
         return 0
     sel = np.isin(values, many)
     key = np.unique(np.rec.fromarrays([values[sel], groups[sel].astype(np.uint32), file_ids[sel]]))
-    vg = np.rec.fromarrays([key.f0, key.f1])
+    vg = np.rec.fromarrays([key["f0"], key["f1"]])
     _, files = np.unique(vg, return_counts=True)
     return int(np.count_nonzero(files > max_df))
 
