@@ -53,6 +53,8 @@ from sif.core.sampling import (
     winnow_select,
     winnow_window_for,
 )
+from sif.core import winnowc
+from sif.core.winnowc import available as compiled_winnow
 from sif.errors import ConfigError, InputError
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fileio import open_regular_file
@@ -341,11 +343,15 @@ def _run(
         if m < (eff if p.scheme == "winnow" else 1):
             carried = len(view)
             continue
-        jit = _use_jit(total)
+        fast = p.scheme == "winnow" and compiled_winnow()
+        jit = fast or _use_jit(total)
         if not jit:
             _numpy_bytes += len(view)  # a benign race between threads: only a cost estimate
         if p.scheme == "winnow":
-            starts, vals = winnow_select(view, w, eff, int(p.max_period or 0), jit=jit)
+            if fast:  # compiled: no numba to load, whatever the size
+                starts, vals = winnowc.winnow_select(view, w, eff, int(p.max_period or 0))
+            else:
+                starts, vals = winnow_select(view, w, eff, int(p.max_period or 0), jit=jit)
             starts += base
             fresh = starts > last_kept
             starts, vals = starts[fresh], vals[fresh]
@@ -592,8 +598,12 @@ def fingerprint_batch(
         raise ValueError("fingerprint_batch takes inputs shorter than small_limit(params)")
     counts = np.zeros(n, dtype=np.int64)
     w = params.window
-    if params.scheme == "winnow" and n and _use_jit(int(lens.max())):
-        from sif.core.kernels import winnow_many
+    fast = compiled_winnow()
+    if params.scheme == "winnow" and n and (fast or _use_jit(int(lens.max()))):
+        if fast:
+            winnow_many = winnowc.winnow_many
+        else:
+            from sif.core.kernels import winnow_many
 
         m = lens - w + 1
         ww = np.full(n, int(params.winnow_window or 1), dtype=np.int64)
