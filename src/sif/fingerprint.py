@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from sif.core import winnowc
 from sif.core.anchors import ANCHOR_LENGTH, DENSITY, AnchorSet, anchor_select, learn_anchors
 from sif.core.rolling import BASE, MODULUS_BITS, WINDOW, as_bytes_array
 from sif.core.sampling import (
@@ -53,7 +54,6 @@ from sif.core.sampling import (
     winnow_select,
     winnow_window_for,
 )
-from sif.core import winnowc
 from sif.core.winnowc import available as compiled_winnow
 from sif.errors import ConfigError, InputError
 from sif.events import ScanWarning, WarningSink, ignore_warning
