@@ -177,6 +177,40 @@ MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] =
 """Registered migrations, applied in order, each in its own transaction."""
 
 
+class _Columns:
+    """The fields of the entries of a commit, one list each, made in one pass."""
+
+    def __init__(self, added: Sequence[NewFile]) -> None:
+        enc = os.fsencode
+        kinds, views = _codes()
+        self.scans = [f.scan for f in added]
+        self.paths = [enc(f.path) for f in added]
+        self.origins = [
+            p if f.origin is None or f.origin == f.path else enc(f.origin)
+            for f, p in zip(added, self.paths, strict=True)
+        ]
+        self.fingerprints = [s.fingerprints for s in self.scans]
+        self.kinds = [kinds[s.kind] for s in self.scans]
+        self.views = [views[s.view] for s in self.scans]
+        self.n_fp = [len(v) for v in self.fingerprints]
+        self.n_distinct = [s.n_distinct for s in self.scans]
+        self.sizes = [s.size for s in self.scans]
+        self.digests = [s.digest for s in self.scans]
+        self.devs = [f.dev for f in added]
+        self.inos = [f.ino for f in added]
+        self.mtimes = [f.mtime_ns for f in added]
+        self.file_sizes = [f.disk_size for f in added]
+        self.ctimes = [UNKNOWN_CTIME if f.ctime_ns is None else f.ctime_ns for f in added]
+
+
+@functools.cache
+def _codes() -> tuple[dict[str, int], dict[str, int]]:
+    """The codes of :func:`sif.index.store.kind_code` and ``view_code``, as dicts."""
+    from sif.content import KINDS, VIEW_NAMES
+
+    return {k: i for i, k in enumerate(KINDS)}, {v: i for i, v in enumerate(VIEW_NAMES)}
+
+
 def _own_segment(name: str) -> bool:
     return indexdir.SEGMENT_NAME.match(name) is not None
 
@@ -576,48 +610,48 @@ class DuckStore:
         name = f"seg-{seg_id:06d}"
         ids = np.arange(first, first + len(added), dtype=np.uint32)
         if added:
-            rows = [
-                (
-                    int(i),
-                    kind_code(f.scan.kind),
-                    len(f.scan.fingerprints),
-                    f.scan.n_distinct,
-                    f.scan.size,
-                    f.dev,
-                    f.ino,
-                    f.mtime_ns,
-                    f.scan.digest,
-                    view_code(f.scan.view),
-                    len(os.fsencode(f.disk_path)),
-                )
-                for i, f in zip(ids, added, strict=True)
-            ]
-            paths = [os.fsencode(f.path) for f in added]
-            files = make_files(rows, paths)
+            cols = _Columns(added)
+            files = make_files(
+                list(
+                    zip(
+                        ids.tolist(),
+                        cols.kinds,
+                        cols.n_fp,
+                        cols.n_distinct,
+                        cols.sizes,
+                        cols.devs,
+                        cols.inos,
+                        cols.mtimes,
+                        cols.digests,
+                        cols.views,
+                        [len(o) for o in cols.origins],
+                        strict=True,
+                    )
+                ),
+                cols.paths,
+            )
             directory = os.path.join(self.root, "segments", name)
-            write_segment(directory, files, [f.scan.fingerprints for f in added])
+            write_segment(directory, files, cols.fingerprints)
             checks = json.dumps(checksum_files(directory))
         con.execute("BEGIN TRANSACTION")
         try:
             if added:
+                obj = functools.partial(np.array, dtype=object)
                 batch = {
                     "id": ids,
-                    "path": np.array([os.fsencode(f.path) for f in added], dtype=object),
-                    "dev": np.array([f.dev for f in added], dtype=np.uint64),
-                    "ino": np.array([f.ino for f in added], dtype=np.uint64),
-                    "size": np.array([f.scan.size for f in added], dtype=np.int64),
-                    "mtime_ns": np.array([f.mtime_ns for f in added], dtype=np.int64),
-                    "kind": np.array([f.scan.kind for f in added], dtype=object),
-                    "digest": np.array([f.scan.digest for f in added], dtype=object),
-                    "n_fp": np.array([len(f.scan.fingerprints) for f in added], dtype=np.uint32),
-                    "n_distinct": np.array([f.scan.n_distinct for f in added], dtype=np.uint32),
-                    "view": np.array([f.scan.view for f in added], dtype=object),
-                    "origin": np.array([os.fsencode(f.disk_path) for f in added], dtype=object),
-                    "file_size": np.array([f.disk_size for f in added], dtype=np.int64),
-                    "ctime_ns": np.array(
-                        [UNKNOWN_CTIME if f.ctime_ns is None else f.ctime_ns for f in added],
-                        dtype=np.int64,
-                    ),
+                    "path": obj(cols.paths),
+                    "dev": np.array(cols.devs, dtype=np.uint64),
+                    "ino": np.array(cols.inos, dtype=np.uint64),
+                    "size": np.array(cols.sizes, dtype=np.int64),
+                    "mtime_ns": np.array(cols.mtimes, dtype=np.int64),
+                    "kind": obj([s.kind for s in cols.scans]),
+                    "digest": obj(cols.digests),
+                    "n_fp": np.array(cols.n_fp, dtype=np.uint32),
+                    "n_distinct": np.array(cols.n_distinct, dtype=np.uint32),
+                    "view": obj([s.view for s in cols.scans]),
+                    "origin": obj(cols.origins),
+                    "file_size": np.array(cols.file_sizes, dtype=np.int64),
+                    "ctime_ns": np.array(cols.ctimes, dtype=np.int64),
                 }
                 con.register("sif_batch", batch)
                 con.execute(
@@ -632,14 +666,7 @@ class DuckStore:
                 con.execute(
                     "INSERT INTO segments (id, params_id, name, files, rows, checks) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        seg_id,
-                        pid,
-                        name,
-                        len(added),
-                        sum(len(f.scan.fingerprints) for f in added),
-                        checks,
-                    ],
+                    [seg_id, pid, name, len(added), sum(cols.n_fp), checks],
                 )
                 self._set_meta("next_file_id", first + len(added))
                 self._set_meta("next_segment_id", seg_id + 1)
