@@ -87,10 +87,11 @@ from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index import indexdir
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
+from sif.index.commitcols import Columns
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
+from sif.index.schema import MIGRATIONS
 from sif.index.segments import Segment, make_files, write_segment
 from sif.index.store import (
-    LEGACY_NORMALIZE,
     KnownColumns,
     KnownFile,
     NewFile,
@@ -110,105 +111,6 @@ UNKNOWN_CTIME = -(1 << 63)
 MAX_SEGMENTS = 8
 #: ... or once this share of its rows belongs to dropped files.
 MAX_DEAD_SHARE = 0.25
-
-
-def _v1(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("CREATE TABLE sif_meta (key VARCHAR, value VARCHAR)")
-    con.execute(
-        "INSERT INTO sif_meta VALUES ('app', 'sif'), ('next_file_id', '1'), "
-        "('next_segment_id', '1'), ('generation', '0'), ('last_params', '')"
-    )
-    con.execute("CREATE TABLE params (id INTEGER, key VARCHAR, anchors VARCHAR)")
-    con.execute(
-        "CREATE TABLE files (id UINTEGER, params_id INTEGER, path BLOB, dev UBIGINT, "
-        "ino UBIGINT, size BIGINT, mtime_ns BIGINT, kind VARCHAR, digest BLOB, "
-        "n_fp UINTEGER, n_distinct UINTEGER, segment INTEGER)"
-    )
-    con.execute(
-        "CREATE TABLE segments (id INTEGER, params_id INTEGER, name VARCHAR, "
-        "files BIGINT, rows BIGINT)"
-    )
-    con.execute("CREATE TABLE dead (id UINTEGER, segment INTEGER, n_fp UINTEGER)")
-
-
-def _v2(con: duckdb.DuckDBPyConnection) -> None:
-    # sif similar's collated pair counts (sif.similar), kept for re-thresholding; one
-    # run at a time, keyed by the index generation, roots and max_df it was made from.
-    con.execute(
-        "CREATE TABLE similar_runs (run_key VARCHAR, stopped BIGINT, pairs BIGINT, "
-        "created TIMESTAMP)"
-    )
-    con.execute(
-        "CREATE TABLE similar_pairs (a UINTEGER, b UINTEGER, shared UINTEGER, "
-        "hits_a UINTEGER, hits_b UINTEGER, exact_ab DOUBLE, exact_ba DOUBLE)"
-    )
-
-
-def _v3(con: duckdb.DuckDBPyConnection) -> None:
-    # Content views (issue 7): what was indexed before them is raw, whole files.
-    con.execute(f"ALTER TABLE params ADD COLUMN normalize VARCHAR DEFAULT '{LEGACY_NORMALIZE}'")
-    con.execute("ALTER TABLE files ADD COLUMN view VARCHAR DEFAULT 'raw'")
-    con.execute("ALTER TABLE files ADD COLUMN origin BLOB")
-    con.execute("ALTER TABLE files ADD COLUMN file_size BIGINT")
-    con.execute("UPDATE files SET origin = path, file_size = size")
-
-
-def _v4(con: duckdb.DuckDBPyConnection) -> None:
-    # The walk the stored pairs were made from: a re-threshold compares it and skips the
-    # catalog work of an index update when nothing under the roots changed.
-    con.execute("ALTER TABLE similar_runs ADD COLUMN walk_digest VARCHAR")
-
-
-def _v5(con: duckdb.DuckDBPyConnection) -> None:
-    # Integrity (issue 10): ctime tells a file rewritten with its mtime restored (NULL:
-    # unknown, read again once); each segment's file lengths and checksums; the last run.
-    con.execute("ALTER TABLE files ADD COLUMN ctime_ns BIGINT")
-    con.execute("ALTER TABLE segments ADD COLUMN checks VARCHAR")
-    con.execute("ALTER TABLE params ADD COLUMN last_run VARCHAR")
-
-
-MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
-    (1, "files, params, segments, dead", _v1),
-    (2, "similar_runs, similar_pairs", _v2),
-    (3, "content views: params.normalize, files.view, origin, file_size", _v3),
-    (4, "similar_runs.walk_digest", _v4),
-    (5, "files.ctime_ns, segments.checks, params.last_run", _v5),
-]
-"""Registered migrations, applied in order, each in its own transaction."""
-
-
-class _Columns:
-    """The fields of the entries of a commit, one list each, made in one pass."""
-
-    def __init__(self, added: Sequence[NewFile]) -> None:
-        enc = os.fsencode
-        kinds, views = _codes()
-        self.scans = [f.scan for f in added]
-        self.paths = [enc(f.path) for f in added]
-        self.origins = [
-            p if f.origin is None or f.origin == f.path else enc(f.origin)
-            for f, p in zip(added, self.paths, strict=True)
-        ]
-        self.fingerprints = [s.fingerprints for s in self.scans]
-        self.kinds = [kinds[s.kind] for s in self.scans]
-        self.views = [views[s.view] for s in self.scans]
-        self.n_fp = [len(v) for v in self.fingerprints]
-        self.n_distinct = [s.n_distinct for s in self.scans]
-        self.sizes = [s.size for s in self.scans]
-        self.digests = [s.digest for s in self.scans]
-        self.devs = [f.dev for f in added]
-        self.inos = [f.ino for f in added]
-        self.mtimes = [f.mtime_ns for f in added]
-        self.file_sizes = [f.disk_size for f in added]
-        self.ctimes = [UNKNOWN_CTIME if f.ctime_ns is None else f.ctime_ns for f in added]
-
-
-@functools.cache
-def _codes() -> tuple[dict[str, int], dict[str, int]]:
-    """The codes of :func:`sif.index.store.kind_code` and ``view_code``, as dicts."""
-    from sif.content import KINDS, VIEW_NAMES
-
-    return {k: i for i, k in enumerate(KINDS)}, {v: i for i, v in enumerate(VIEW_NAMES)}
 
 
 def _own_segment(name: str) -> bool:
@@ -610,7 +512,7 @@ class DuckStore:
         name = f"seg-{seg_id:06d}"
         ids = np.arange(first, first + len(added), dtype=np.uint32)
         if added:
-            cols = _Columns(added)
+            cols = Columns(added, UNKNOWN_CTIME)
             files = make_files(
                 list(
                     zip(
