@@ -50,7 +50,8 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
   BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns)``:
   the live entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member),
   ``view`` its content view, ``size`` and ``digest`` of its content;
-  ``origin``, ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
+  ``origin`` (NULL when it is ``path``, since schema 6: read it as
+  ``coalesce(origin, path)``), ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
   are those of the file on disk that holds it, which tell whether it changed
   (``ctime_ns`` NULL: indexed before schema 5, unknown, so read again once);
 - ``segments(id, params_id, name, files, rows, checks)``: ``checks`` the JSON
@@ -102,7 +103,7 @@ from sif.index.store import (
 )
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)
@@ -471,7 +472,7 @@ class DuckStore:
             return KnownColumns.empty()
         with catalog_errors(os.path.join(self.root, CATALOG)):
             cols = self._con.execute(
-                "SELECT origin, id, dev, ino, file_size, mtime_ns, "
+                "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, mtime_ns, "
                 f"coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
                 "FROM files WHERE params_id = ?",
                 [pid],
@@ -560,7 +561,8 @@ class DuckStore:
                     "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
                     "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns) "
                     "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
-                    f"n_distinct, ?, view, origin, file_size, nullif(ctime_ns, {UNKNOWN_CTIME}) "
+                    "n_distinct, ?, view, nullif(origin, path), file_size, "
+                    f"nullif(ctime_ns, {UNKNOWN_CTIME}) "
                     "FROM sif_batch",
                     [pid, seg_id],
                 )
@@ -647,7 +649,8 @@ class DuckStore:
             id_parts.append(ids)
         cols = con.execute(
             "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
-            "view, octet_length(origin) AS olen FROM files WHERE params_id = ? ORDER BY id",
+            "view, octet_length(coalesce(origin, path)) AS olen FROM files "
+            "WHERE params_id = ? ORDER BY id",
             [pid],
         ).fetchnumpy()
         rows = [

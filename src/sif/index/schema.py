@@ -66,11 +66,18 @@ def _v5(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE params ADD COLUMN last_run VARCHAR")
 
 
+def _v6(con: duckdb.DuckDBPyConnection) -> None:
+    # Index size (issue 15): a file's origin is kept only when it is not its path (an
+    # archive member, a decompressed view); readers take coalesce(origin, path).
+    con.execute("UPDATE files SET origin = NULL WHERE origin = path")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "files, params, segments, dead", _v1),
     (2, "similar_runs, similar_pairs", _v2),
     (3, "content views: params.normalize, files.view, origin, file_size", _v3),
     (4, "similar_runs.walk_digest", _v4),
     (5, "files.ctime_ns, segments.checks, params.last_run", _v5),
+    (6, "files.origin NULL where it is the path", _v6),
 ]
 """Registered migrations, applied in order, each in its own transaction."""
