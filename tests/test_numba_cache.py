@@ -32,6 +32,7 @@ os.environ.pop("XDG_CACHE_HOME", None)
 os.environ.pop("NUMBA_CACHE_DIR", None)
 os.environ["TMPDIR"] = sys.argv[3]
 tempfile.tempdir = None
+import sif.core.winnowc as wc; wc._winnowc = None  # numba's kernel, the fallback, as tested
 from sif.cli import main
 main(["index", "-j", "1", "--index", sys.argv[1], sys.argv[2]], prog_name="sif")
 """
@@ -39,6 +40,7 @@ main(["index", "-j", "1", "--index", sys.argv[1], sys.argv[2]], prog_name="sif")
 LIST_MODULES = r"""
 import atexit, json, sys
 atexit.register(lambda: open(sys.argv[3], "w").write(json.dumps(sorted(sys.modules))))
+import sif.core.winnowc as wc; wc._winnowc = None  # numba's kernel, the fallback, as tested
 from sif.cli import main
 main(["index", "-j", "1", "--index", sys.argv[1], sys.argv[2]], prog_name="sif")
 """

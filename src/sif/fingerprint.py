@@ -31,34 +31,32 @@ same fingerprints.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from sif.core.anchors import ANCHOR_LENGTH, DENSITY, AnchorSet, anchor_select, learn_anchors
-from sif.core.rolling import BASE, MODULUS_BITS, WINDOW, as_bytes_array
+from sif.anchorfiles import learn_anchors_from_files, load_anchors, save_anchors
+from sif.core import winnowc
+from sif.core.anchors import AnchorSet, anchor_select
+from sif.core.rolling import BASE, MODULUS_BITS, as_bytes_array
 from sif.core.sampling import (
     JIT_MIN_BYTES,
-    MAX_PERIOD,
-    K,
-    sif94_density,
     sif94_select,
     want_jit,
-    winnow_density,
     winnow_select,
-    winnow_window_for,
 )
-from sif.errors import ConfigError, InputError
-from sif.events import ScanWarning, WarningSink, ignore_warning
+from sif.core.winnowc import available as compiled_winnow
+from sif.errors import ConfigError
 from sif.fileio import open_regular_file
+from sif.fpparams import PARAMS_VERSION, SCHEMES, FingerprintParams, make_params
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "PARAMS_VERSION",
     "SCHEMES",
     "FingerprintParams",
     "Fingerprints",
@@ -75,157 +73,12 @@ __all__ = [
     "small_limit",
 ]
 
-SCHEMES = ("winnow", "sif94", "anchors")
-#: Bump when a change of code changes the fingerprints of the same parameters.
-PARAMS_VERSION = 1
 #: Bytes read at a time by :func:`fingerprint_file`.
 DEFAULT_BLOCK_SIZE = 1 << 20
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 BytesLike = bytes | bytearray | memoryview | npt.NDArray[np.uint8]
-
-
-@dataclass(frozen=True)
-class FingerprintParams:
-    """What makes fingerprints: a frozen, hashable, canonical value.
-
-    Fields that a scheme does not use are ``None``; defaults are filled in,
-    so equal values give equal fingerprints. ``to_dict``/``key`` give a
-    stable form to store next to fingerprints; ``from_dict`` reads it back.
-    Raises :class:`ConfigError` for a bad value, before any work.
-
-    - ``window``: ``w``, bytes per window (the paper's 50, section 2);
-    - ``k``: ``sif94`` only: keep values whose low ``k`` bits are 0 (paper: 8);
-    - ``modulus_bits``: ``sif94`` only: ``M = 2^bits`` (paper: 30; 31 or 32
-      "if the number of files is very large");
-    - ``winnow_window``: ``winnow`` only: ``W`` (default ``2^(k+1) - 1`` for
-      ``k = 8``: 511); pass ``k`` to :func:`make_params` to set the density;
-    - ``max_period``: ``winnow`` and ``anchors``: windows with a period of at
-      most this are degenerate and never kept (default 8; 0 keeps them);
-    - ``min_fingerprints``: ``sif94`` and ``winnow``: the small-file floor ``N``
-      (default 0, off);
-    - ``anchors_digest``: ``anchors`` only: :attr:`AnchorSet.digest`.
-    """
-
-    scheme: str = "winnow"
-    window: int = WINDOW
-    k: int | None = None
-    modulus_bits: int | None = None
-    winnow_window: int | None = None
-    max_period: int | None = None
-    min_fingerprints: int = 0
-    anchors_digest: str | None = None
-    version: int = PARAMS_VERSION
-
-    def __post_init__(self) -> None:
-        def put(name: str, value: Any) -> None:
-            object.__setattr__(self, name, value)
-
-        def unused(*names: str) -> None:
-            for name in names:
-                if getattr(self, name) is not None:
-                    raise ConfigError(f"{name} does not apply to scheme {self.scheme!r}")
-
-        if self.scheme not in SCHEMES:
-            raise ConfigError(f"unknown scheme {self.scheme!r} (choose from {', '.join(SCHEMES)})")
-        if self.version != PARAMS_VERSION:
-            raise ConfigError(f"fingerprint parameters version {self.version} is not supported")
-        _check_int("window", self.window, 2, 1 << 16)
-        _check_int("min_fingerprints", self.min_fingerprints, 0, 100_000)
-        if self.scheme == "sif94":
-            unused("winnow_window", "max_period", "anchors_digest")
-            put("k", K if self.k is None else self.k)
-            put("modulus_bits", MODULUS_BITS if self.modulus_bits is None else self.modulus_bits)
-            _check_int("modulus_bits", self.modulus_bits, 16, 64)
-            _check_int("k", self.k, 0, min(24, int(self.modulus_bits or 0) - 1))
-        elif self.scheme == "winnow":
-            unused("modulus_bits", "anchors_digest")
-            if self.k is not None:
-                if self.winnow_window is not None:
-                    raise ConfigError("give k or winnow_window, not both")
-                _check_int("k", self.k, 1, 24)
-                put("winnow_window", winnow_window_for(self.k))
-                put("k", None)
-            put("winnow_window", self.winnow_window or winnow_window_for(K))
-            _check_int("winnow_window", self.winnow_window, 1, 1 << 25)
-        else:
-            unused("k", "modulus_bits", "winnow_window")
-            if not self.anchors_digest:
-                raise ConfigError("scheme 'anchors' needs an anchor set (--anchors FILE)")
-            if self.min_fingerprints:
-                raise ConfigError("min_fingerprints is not available with scheme 'anchors'")
-        if self.scheme != "sif94":
-            put("max_period", MAX_PERIOD if self.max_period is None else self.max_period)
-            _check_int("max_period", self.max_period, 0, self.window // 2)
-
-    @property
-    def density(self) -> float | None:
-        """Expected fingerprints per byte on random data (``None`` for anchors: see the set)."""
-        if self.scheme == "sif94":
-            return sif94_density(self.window, int(self.k or 0))
-        if self.scheme == "winnow":
-            return winnow_density(int(self.winnow_window or 1))
-        return None
-
-    @property
-    def guaranteed_run(self) -> int | None:
-        """Length of a shared run that always yields a shared fingerprint (winnow only)."""
-        if self.scheme == "winnow":
-            return self.window + int(self.winnow_window or 1) - 1
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The parameters that apply, as a plain dict with sorted keys."""
-        return {k: v for k, v in sorted(asdict(self).items()) if v is not None}
-
-    def key(self) -> str:
-        """A stable one-line form: compact JSON of :meth:`to_dict`."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FingerprintParams:
-        """Read :meth:`to_dict`'s output back; ``ConfigError`` on unknown or bad fields."""
-        known = {f.name for f in fields(cls)}
-        extra = set(data) - known
-        if extra:
-            raise ConfigError(f"unknown fingerprint parameters: {', '.join(sorted(extra))}")
-        return cls(**data)
-
-
-def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ConfigError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
-
-
-def make_params(
-    scheme: str | FingerprintParams = "winnow",
-    anchors: AnchorSet | None = None,
-    **params: Any,
-) -> FingerprintParams:
-    """Validated parameters from keyword arguments (or a ready value, then no keywords).
-
-    For ``winnow``, ``k=K`` sets ``W = 2^(K+1) - 1`` (density ``2^-K``).
-    Raises :class:`ConfigError` for a bad or missing value, or when
-    ``anchors`` does not match ``anchors_digest``.
-    """
-    if isinstance(scheme, FingerprintParams):
-        if params:
-            raise ConfigError("give a FingerprintParams or keyword parameters, not both")
-        result = scheme
-    else:
-        if scheme == "anchors" and anchors is not None:
-            params.setdefault("anchors_digest", anchors.digest)
-        unknown = set(params) - {f.name for f in fields(FingerprintParams)}
-        if unknown:
-            raise ConfigError(f"unknown fingerprint parameters: {', '.join(sorted(unknown))}")
-        result = FingerprintParams(scheme=scheme, **params)
-    if result.scheme == "anchors":
-        if anchors is None:
-            raise ConfigError("scheme 'anchors' needs the anchor set itself (anchors=...)")
-        if anchors.digest != result.anchors_digest:
-            raise ConfigError("the anchor set does not match the parameters' anchors_digest")
-    return result
 
 
 @dataclass(frozen=True)
@@ -341,11 +194,15 @@ def _run(
         if m < (eff if p.scheme == "winnow" else 1):
             carried = len(view)
             continue
-        jit = _use_jit(total)
+        fast = p.scheme == "winnow" and compiled_winnow()
+        jit = fast or _use_jit(total)
         if not jit:
             _numpy_bytes += len(view)  # a benign race between threads: only a cost estimate
         if p.scheme == "winnow":
-            starts, vals = winnow_select(view, w, eff, int(p.max_period or 0), jit=jit)
+            if fast:  # compiled: no numba to load, whatever the size
+                starts, vals = winnowc.winnow_select(view, w, eff, int(p.max_period or 0))
+            else:
+                starts, vals = winnow_select(view, w, eff, int(p.max_period or 0), jit=jit)
             starts += base
             fresh = starts > last_kept
             starts, vals = starts[fresh], vals[fresh]
@@ -592,8 +449,12 @@ def fingerprint_batch(
         raise ValueError("fingerprint_batch takes inputs shorter than small_limit(params)")
     counts = np.zeros(n, dtype=np.int64)
     w = params.window
-    if params.scheme == "winnow" and n and _use_jit(int(lens.max())):
-        from sif.core.kernels import winnow_many
+    fast = compiled_winnow()
+    if params.scheme == "winnow" and n and (fast or _use_jit(int(lens.max()))):
+        if fast:
+            winnow_many = winnowc.winnow_many
+        else:
+            from sif.core.kernels import winnow_many
 
         m = lens - w + 1
         ww = np.full(n, int(params.winnow_window or 1), dtype=np.int64)
@@ -633,74 +494,3 @@ def _read_rest(read: Fill, hint: int = DEFAULT_BLOCK_SIZE) -> bytes:
     while n := read(memoryview(buf)):
         parts.append(bytes(buf[:n]))
     return b"".join(parts)
-
-
-# --- anchor sets on disk ----------------------------------------------------------
-
-
-def load_anchors(path: str | os.PathLike[str]) -> AnchorSet:
-    """Read an anchor file written by :func:`save_anchors`; :class:`InputError` if unusable."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{os.fspath(path)}: cannot read anchor file: {exc}") from exc
-    try:
-        return AnchorSet.from_json(text)
-    except ValueError as exc:
-        raise InputError(f"{os.fspath(path)}: not a usable anchor file: {exc}") from exc
-
-
-def save_anchors(anchors: AnchorSet, path: str | os.PathLike[str]) -> None:
-    """Write ``anchors`` to ``path`` (JSON, atomically: a temporary file then a rename)."""
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(anchors.to_json())
-    os.replace(tmp, path)
-
-
-def learn_anchors_from_files(
-    paths: Iterable[str | os.PathLike[str]],
-    *,
-    length: int = ANCHOR_LENGTH,
-    density: float = DENSITY,
-    sample_bytes: int = 32 << 20,
-    per_file: int = 256 << 10,
-    on_warning: WarningSink = ignore_warning,
-    on_file: Callable[[int], None] | None = None,
-) -> AnchorSet:
-    """Learn an anchor set from the first ``per_file`` bytes of each of ``paths``.
-
-    Stops after ``sample_bytes`` bytes in all. Files holding a NUL byte in
-    their sample are skipped (anchors are for text); unreadable files are
-    reported to ``on_warning`` and skipped; ``on_file`` gets the bytes taken
-    from each file (for progress). Raises :class:`ConfigError` for bad
-    parameters or when the sample gives no anchor. Cost: reading at most
-    ``sample_bytes``, then :func:`sif.core.anchors.learn_anchors`.
-    """
-    if not 2 <= length <= 8:
-        raise ConfigError("anchor length must be 2..8 bytes")
-    if not 0 < density < 1:
-        raise ConfigError("density must be in (0, 1)")
-    samples: list[np.ndarray] = []
-    total = 0
-    for path in paths:
-        if total >= sample_bytes:
-            break
-        try:
-            f, _ = open_regular_file(path)  # a FIFO or a device: a warning, not a hang
-            with f:
-                chunk = f.read(min(per_file, sample_bytes - total))
-        except OSError as exc:
-            on_warning(ScanWarning(os.fspath(path), exc.strerror or str(exc)))
-            continue
-        if b"\0" in chunk or len(chunk) < length:
-            continue
-        samples.append(np.frombuffer(chunk, dtype=np.uint8))
-        total += len(chunk)
-        if on_file is not None:
-            on_file(len(chunk))
-    try:
-        return learn_anchors(samples, length=length, density=density)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc

@@ -101,7 +101,7 @@ def test_winnow_numpy_equals_numba_on_source_text() -> None:
 def test_winnow_numba_output_grows_when_more_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     data = np.random.default_rng(3).integers(0, 256, 20_000, dtype=np.uint8)
     expected = winnow_select(data, 50, 7, 8, jit=False)
-    monkeypatch.setattr("sif.core.kernels._room", lambda m, ww: 1)
+    monkeypatch.setattr("sif.core.winnowc._room", lambda m, ww: 1)
     got = winnow_select(data, 50, 7, 8, jit=True)
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
@@ -159,7 +159,7 @@ def test_winnow_many_runs_again_an_input_that_outgrows_its_room(
     rng = np.random.default_rng(4)
     inputs = [rng.integers(0, 256, n, dtype=np.uint8) for n in (20_000, 60, 5_000)]
     expected = [winnow_select(x, 50, 7, 8, jit=False) for x in inputs]
-    monkeypatch.setattr("sif.core.kernels._room", lambda m, ww: 2)
+    monkeypatch.setattr("sif.core.winnowc._room", lambda m, ww: 2)
     data = np.concatenate(inputs)
     lens = np.array([len(x) for x in inputs], dtype=np.int64)
     ends = np.cumsum(lens)

@@ -37,7 +37,7 @@ def test_info_shows_the_sets_in_words_with_entries_size_and_last_run(corpus: Pat
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert (
-        lines[0].startswith(f"index {idx}: ") and "on disk, schema 5, 2 parameter sets" in lines[0]
+        lines[0].startswith(f"index {idx}: ") and "on disk, schema 6, 2 parameter sets" in lines[0]
     )
     assert lines[1] == "  winnow w=50 k=3 min-fingerprints=20 normalize=auto"
     assert lines[2].startswith("    5 entries, ") and lines[2].endswith(" in 1 segment")

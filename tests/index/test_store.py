@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sif.errors import IndexCorrupt, IndexInUse, IndexParamsMismatch
 from sif.fingerprint import make_params
@@ -173,3 +175,23 @@ def test_corrupt_catalog_is_named_and_rebuild_recovers(tmp_path: Path) -> None:
     (seg / "fid.npy").write_bytes((seg / "fid.npy").read_bytes()[:100])
     with pytest.raises(IndexCorrupt, match="segment"):
         open_reader(idx)
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=1, max_size=12))
+def test_segment_rows_are_by_value_then_file(
+    tmp_path_factory: pytest.TempPathFactory, per_file: list[list[int]]
+) -> None:
+    # The rows a segment stores, in order, are those of a stable sort by value of the
+    # files' fingerprints in file order (values repeat, within and across files).
+    seg_dir = tmp_path_factory.mktemp("seg") / "seg"
+    parts = [np.array(v, dtype=np.uint32) * np.uint32(97_000_000) for v in per_file]
+    recs = [(i + 1, 0, 1, 1, 10, 0, i, 0, b"\0" * 32) for i in range(len(parts))]
+    files = make_files(recs, [f"/f{i}".encode() for i in range(len(parts))])
+    write_segment(str(seg_dir), files, parts)
+    values = np.concatenate(parts)
+    owner = np.repeat(np.arange(len(parts)), [len(p) for p in parts]) + 1
+    order = np.argsort(values, kind="stable")
+    all_values, all_ids = Segment(str(seg_dir)).all_rows()
+    assert all_values.tolist() == values[order].tolist()
+    assert all_ids.tolist() == owner[order].tolist()

@@ -10,13 +10,12 @@ Pure: arrays in, arrays out, no I/O.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
 from sif.core.jitcache import njit  # numba's, with a cache this user can write
 from sif.core.rolling import FMIX_C1, FMIX_C2, U8, U64
+from sif.core.winnowc import run_many, run_one
 
 I64 = npt.NDArray[np.int64]
 
@@ -214,11 +213,6 @@ def _winnow_kernel(
     return n
 
 
-def _room(m: Any, ww: Any) -> Any:
-    # Four times the expected count 2m / (ww + 1): rarely exceeded, a few KB per MB.
-    return 8 * m // (ww + 1) + 64
-
-
 @njit(cache=True, nogil=True)
 def _winnow_many(
     data: U8,
@@ -261,49 +255,10 @@ def winnow_many(
     ``wws[i] <= its windows``) in one call: (starts, values, counts), the results of
     the inputs one after another, ``counts[i]`` of input ``i``. The starts are
     relative to each input. Cost: one kernel call for all, instead of a Python
-    call, two allocations and a dispatch per input (~20 us each).
+    call, two allocations and a dispatch per input (~20 us each). The compiled
+    form (:mod:`sif.core.winnowc`) gives the same and loads without numba.
     """
-    n = len(starts)
-    m = ends - starts - window + 1
-    top = np.uint64(pow(base, window - 1, 1 << 64))
-    room = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.broadcast_to(_room(m, wws), m.shape), out=room[1:])
-    out = np.empty(int(room[-1]), dtype=np.int64)
-    out_values = np.empty(int(room[-1]), dtype=np.uint64)
-    counts = np.empty(n, dtype=np.int64)
-    _winnow_many(
-        data,
-        starts,
-        ends,
-        wws,
-        window,
-        max_period,
-        np.uint64(base),
-        top,
-        room,
-        out,
-        out_values,
-        counts,
-    )
-    fits = counts <= room[1:] - room[:-1]
-    if fits.all():
-        keep = np.repeat(room[:-1], counts) + (
-            np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        )
-        return out[keep], out_values[keep], counts
-    parts_s, parts_v = [], []
-    for i in range(n):  # rare (long decreasing runs): those inputs again, with room
-        if fits[i]:
-            lo = int(room[i])
-            parts_s.append(out[lo : lo + int(counts[i])])
-            parts_v.append(out_values[lo : lo + int(counts[i])])
-        else:
-            s, v = winnow_jit(
-                data[int(starts[i]) : int(ends[i])], window, int(wws[i]), max_period, base
-            )
-            parts_s.append(s)
-            parts_v.append(v)
-    return np.concatenate(parts_s), np.concatenate(parts_v), counts
+    return run_many(_winnow_many, data, starts, ends, wws, window, max_period, base)
 
 
 def winnow_jit(data: U8, window: int, ww: int, max_period: int, base: int) -> tuple[I64, U64]:
@@ -315,34 +270,7 @@ def winnow_jit(data: U8, window: int, ww: int, max_period: int, base: int) -> tu
     It goes through the same compiled function as :func:`winnow_many` (one
     kernel to load from numba's cache per process).
     """
-    m = len(data) - window + 1
-    top = np.uint64(pow(base, window - 1, 1 << 64))
-    cap = _room(m, ww)
-    bounds = np.array([0, len(data)], dtype=np.int64)
-    wws = np.array([ww], dtype=np.int64)
-    counts = np.empty(1, dtype=np.int64)
-    while True:
-        out = np.empty(cap, dtype=np.int64)
-        out_values = np.empty(cap, dtype=np.uint64)
-        room = np.array([0, cap], dtype=np.int64)
-        _winnow_many(
-            data,
-            bounds[:1],
-            bounds[1:],
-            wws,
-            window,
-            max_period,
-            np.uint64(base),
-            top,
-            room,
-            out,
-            out_values,
-            counts,
-        )
-        n = int(counts[0])
-        if n <= cap:
-            return out[:n], out_values[:n]
-        cap = n
+    return run_one(_winnow_many, data, window, ww, max_period, base)
 
 
 # --- anchors ----------------------------------------------------------------

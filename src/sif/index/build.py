@@ -28,6 +28,7 @@ import numpy.typing as npt
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.core.sampling import JIT_MIN_BYTES
+from sif.core.winnowc import available as compiled_winnow
 from sif.errors import ConfigError
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.engine import Engine
@@ -417,8 +418,14 @@ def build_index(
     # it walks, plans, collects and commits, and never loads numba.
     pool = fork_pool(jobs + 1) if jobs >= 2 else None
     # A new index reads every file: the workers load numba's kernels while this
-    # process opens the store and walks (alone: they are busy).
-    warming = pool is not None and store is None and _fresh(index, rebuild)
+    # process opens the store and walks (alone: they are busy). Not needed with the
+    # compiled kernel (:mod:`sif.core.winnowc`): then they help walk.
+    warming = (
+        pool is not None
+        and store is None
+        and not (params.scheme == "winnow" and compiled_winnow())
+        and _fresh(index, rebuild)
+    )
     if warming:
         assert pool is not None
         for i in range(pool.processes):

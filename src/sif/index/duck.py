@@ -50,7 +50,8 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
   BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns)``:
   the live entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member),
   ``view`` its content view, ``size`` and ``digest`` of its content;
-  ``origin``, ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
+  ``origin`` (NULL when it is ``path``, since schema 6: read it as
+  ``coalesce(origin, path)``), ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
   are those of the file on disk that holds it, which tell whether it changed
   (``ctime_ns`` NULL: indexed before schema 5, unknown, so read again once);
 - ``segments(id, params_id, name, files, rows, checks)``: ``checks`` the JSON
@@ -87,10 +88,11 @@ from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index import indexdir
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
+from sif.index.commitcols import Columns
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
+from sif.index.schema import MIGRATIONS
 from sif.index.segments import Segment, make_files, write_segment
 from sif.index.store import (
-    LEGACY_NORMALIZE,
     KnownColumns,
     KnownFile,
     NewFile,
@@ -101,7 +103,7 @@ from sif.index.store import (
 )
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)
@@ -110,71 +112,6 @@ UNKNOWN_CTIME = -(1 << 63)
 MAX_SEGMENTS = 8
 #: ... or once this share of its rows belongs to dropped files.
 MAX_DEAD_SHARE = 0.25
-
-
-def _v1(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("CREATE TABLE sif_meta (key VARCHAR, value VARCHAR)")
-    con.execute(
-        "INSERT INTO sif_meta VALUES ('app', 'sif'), ('next_file_id', '1'), "
-        "('next_segment_id', '1'), ('generation', '0'), ('last_params', '')"
-    )
-    con.execute("CREATE TABLE params (id INTEGER, key VARCHAR, anchors VARCHAR)")
-    con.execute(
-        "CREATE TABLE files (id UINTEGER, params_id INTEGER, path BLOB, dev UBIGINT, "
-        "ino UBIGINT, size BIGINT, mtime_ns BIGINT, kind VARCHAR, digest BLOB, "
-        "n_fp UINTEGER, n_distinct UINTEGER, segment INTEGER)"
-    )
-    con.execute(
-        "CREATE TABLE segments (id INTEGER, params_id INTEGER, name VARCHAR, "
-        "files BIGINT, rows BIGINT)"
-    )
-    con.execute("CREATE TABLE dead (id UINTEGER, segment INTEGER, n_fp UINTEGER)")
-
-
-def _v2(con: duckdb.DuckDBPyConnection) -> None:
-    # sif similar's collated pair counts (sif.similar), kept for re-thresholding; one
-    # run at a time, keyed by the index generation, roots and max_df it was made from.
-    con.execute(
-        "CREATE TABLE similar_runs (run_key VARCHAR, stopped BIGINT, pairs BIGINT, "
-        "created TIMESTAMP)"
-    )
-    con.execute(
-        "CREATE TABLE similar_pairs (a UINTEGER, b UINTEGER, shared UINTEGER, "
-        "hits_a UINTEGER, hits_b UINTEGER, exact_ab DOUBLE, exact_ba DOUBLE)"
-    )
-
-
-def _v3(con: duckdb.DuckDBPyConnection) -> None:
-    # Content views (issue 7): what was indexed before them is raw, whole files.
-    con.execute(f"ALTER TABLE params ADD COLUMN normalize VARCHAR DEFAULT '{LEGACY_NORMALIZE}'")
-    con.execute("ALTER TABLE files ADD COLUMN view VARCHAR DEFAULT 'raw'")
-    con.execute("ALTER TABLE files ADD COLUMN origin BLOB")
-    con.execute("ALTER TABLE files ADD COLUMN file_size BIGINT")
-    con.execute("UPDATE files SET origin = path, file_size = size")
-
-
-def _v4(con: duckdb.DuckDBPyConnection) -> None:
-    # The walk the stored pairs were made from: a re-threshold compares it and skips the
-    # catalog work of an index update when nothing under the roots changed.
-    con.execute("ALTER TABLE similar_runs ADD COLUMN walk_digest VARCHAR")
-
-
-def _v5(con: duckdb.DuckDBPyConnection) -> None:
-    # Integrity (issue 10): ctime tells a file rewritten with its mtime restored (NULL:
-    # unknown, read again once); each segment's file lengths and checksums; the last run.
-    con.execute("ALTER TABLE files ADD COLUMN ctime_ns BIGINT")
-    con.execute("ALTER TABLE segments ADD COLUMN checks VARCHAR")
-    con.execute("ALTER TABLE params ADD COLUMN last_run VARCHAR")
-
-
-MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
-    (1, "files, params, segments, dead", _v1),
-    (2, "similar_runs, similar_pairs", _v2),
-    (3, "content views: params.normalize, files.view, origin, file_size", _v3),
-    (4, "similar_runs.walk_digest", _v4),
-    (5, "files.ctime_ns, segments.checks, params.last_run", _v5),
-]
-"""Registered migrations, applied in order, each in its own transaction."""
 
 
 def _own_segment(name: str) -> bool:
@@ -535,7 +472,7 @@ class DuckStore:
             return KnownColumns.empty()
         with catalog_errors(os.path.join(self.root, CATALOG)):
             cols = self._con.execute(
-                "SELECT origin, id, dev, ino, file_size, mtime_ns, "
+                "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, mtime_ns, "
                 f"coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
                 "FROM files WHERE params_id = ?",
                 [pid],
@@ -576,55 +513,56 @@ class DuckStore:
         name = f"seg-{seg_id:06d}"
         ids = np.arange(first, first + len(added), dtype=np.uint32)
         if added:
-            rows = [
-                (
-                    int(i),
-                    kind_code(f.scan.kind),
-                    len(f.scan.fingerprints),
-                    f.scan.n_distinct,
-                    f.scan.size,
-                    f.dev,
-                    f.ino,
-                    f.mtime_ns,
-                    f.scan.digest,
-                    view_code(f.scan.view),
-                    len(os.fsencode(f.disk_path)),
-                )
-                for i, f in zip(ids, added, strict=True)
-            ]
-            paths = [os.fsencode(f.path) for f in added]
-            files = make_files(rows, paths)
+            cols = Columns(added, UNKNOWN_CTIME)
+            files = make_files(
+                list(
+                    zip(
+                        ids.tolist(),
+                        cols.kinds,
+                        cols.n_fp,
+                        cols.n_distinct,
+                        cols.sizes,
+                        cols.devs,
+                        cols.inos,
+                        cols.mtimes,
+                        cols.digests,
+                        cols.views,
+                        [len(o) for o in cols.origins],
+                        strict=True,
+                    )
+                ),
+                cols.paths,
+            )
             directory = os.path.join(self.root, "segments", name)
-            write_segment(directory, files, [f.scan.fingerprints for f in added])
+            write_segment(directory, files, cols.fingerprints)
             checks = json.dumps(checksum_files(directory))
         con.execute("BEGIN TRANSACTION")
         try:
             if added:
+                obj = functools.partial(np.array, dtype=object)
                 batch = {
                     "id": ids,
-                    "path": np.array([os.fsencode(f.path) for f in added], dtype=object),
-                    "dev": np.array([f.dev for f in added], dtype=np.uint64),
-                    "ino": np.array([f.ino for f in added], dtype=np.uint64),
-                    "size": np.array([f.scan.size for f in added], dtype=np.int64),
-                    "mtime_ns": np.array([f.mtime_ns for f in added], dtype=np.int64),
-                    "kind": np.array([f.scan.kind for f in added], dtype=object),
-                    "digest": np.array([f.scan.digest for f in added], dtype=object),
-                    "n_fp": np.array([len(f.scan.fingerprints) for f in added], dtype=np.uint32),
-                    "n_distinct": np.array([f.scan.n_distinct for f in added], dtype=np.uint32),
-                    "view": np.array([f.scan.view for f in added], dtype=object),
-                    "origin": np.array([os.fsencode(f.disk_path) for f in added], dtype=object),
-                    "file_size": np.array([f.disk_size for f in added], dtype=np.int64),
-                    "ctime_ns": np.array(
-                        [UNKNOWN_CTIME if f.ctime_ns is None else f.ctime_ns for f in added],
-                        dtype=np.int64,
-                    ),
+                    "path": obj(cols.paths),
+                    "dev": np.array(cols.devs, dtype=np.uint64),
+                    "ino": np.array(cols.inos, dtype=np.uint64),
+                    "size": np.array(cols.sizes, dtype=np.int64),
+                    "mtime_ns": np.array(cols.mtimes, dtype=np.int64),
+                    "kind": obj([s.kind for s in cols.scans]),
+                    "digest": obj(cols.digests),
+                    "n_fp": np.array(cols.n_fp, dtype=np.uint32),
+                    "n_distinct": np.array(cols.n_distinct, dtype=np.uint32),
+                    "view": obj([s.view for s in cols.scans]),
+                    "origin": obj(cols.origins),
+                    "file_size": np.array(cols.file_sizes, dtype=np.int64),
+                    "ctime_ns": np.array(cols.ctimes, dtype=np.int64),
                 }
                 con.register("sif_batch", batch)
                 con.execute(
                     "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
                     "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns) "
                     "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
-                    f"n_distinct, ?, view, origin, file_size, nullif(ctime_ns, {UNKNOWN_CTIME}) "
+                    "n_distinct, ?, view, nullif(origin, path), file_size, "
+                    f"nullif(ctime_ns, {UNKNOWN_CTIME}) "
                     "FROM sif_batch",
                     [pid, seg_id],
                 )
@@ -632,14 +570,7 @@ class DuckStore:
                 con.execute(
                     "INSERT INTO segments (id, params_id, name, files, rows, checks) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        seg_id,
-                        pid,
-                        name,
-                        len(added),
-                        sum(len(f.scan.fingerprints) for f in added),
-                        checks,
-                    ],
+                    [seg_id, pid, name, len(added), sum(cols.n_fp), checks],
                 )
                 self._set_meta("next_file_id", first + len(added))
                 self._set_meta("next_segment_id", seg_id + 1)
@@ -718,7 +649,8 @@ class DuckStore:
             id_parts.append(ids)
         cols = con.execute(
             "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
-            "view, octet_length(origin) AS olen FROM files WHERE params_id = ? ORDER BY id",
+            "view, octet_length(coalesce(origin, path)) AS olen FROM files "
+            "WHERE params_id = ? ORDER BY id",
             [pid],
         ).fetchnumpy()
         rows = [

@@ -1,0 +1,14 @@
+"""The compiled winnowing kernel (an optional extension: without a compiler, sif uses numba)."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "sif.core._winnowc",
+            ["src/sif/core/_winnowc.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        )
+    ]
+)

@@ -1,0 +1,83 @@
+"""The catalog's schema as migrations (:data:`MIGRATIONS`), applied in order by
+:class:`sif.index.duck.DuckStore` (split from :mod:`sif.index.duck`: the schema is
+described there)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+
+from sif.index.store import LEGACY_NORMALIZE
+
+
+def _v1(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE TABLE sif_meta (key VARCHAR, value VARCHAR)")
+    con.execute(
+        "INSERT INTO sif_meta VALUES ('app', 'sif'), ('next_file_id', '1'), "
+        "('next_segment_id', '1'), ('generation', '0'), ('last_params', '')"
+    )
+    con.execute("CREATE TABLE params (id INTEGER, key VARCHAR, anchors VARCHAR)")
+    con.execute(
+        "CREATE TABLE files (id UINTEGER, params_id INTEGER, path BLOB, dev UBIGINT, "
+        "ino UBIGINT, size BIGINT, mtime_ns BIGINT, kind VARCHAR, digest BLOB, "
+        "n_fp UINTEGER, n_distinct UINTEGER, segment INTEGER)"
+    )
+    con.execute(
+        "CREATE TABLE segments (id INTEGER, params_id INTEGER, name VARCHAR, "
+        "files BIGINT, rows BIGINT)"
+    )
+    con.execute("CREATE TABLE dead (id UINTEGER, segment INTEGER, n_fp UINTEGER)")
+
+
+def _v2(con: duckdb.DuckDBPyConnection) -> None:
+    # sif similar's collated pair counts (sif.similar), kept for re-thresholding; one
+    # run at a time, keyed by the index generation, roots and max_df it was made from.
+    con.execute(
+        "CREATE TABLE similar_runs (run_key VARCHAR, stopped BIGINT, pairs BIGINT, "
+        "created TIMESTAMP)"
+    )
+    con.execute(
+        "CREATE TABLE similar_pairs (a UINTEGER, b UINTEGER, shared UINTEGER, "
+        "hits_a UINTEGER, hits_b UINTEGER, exact_ab DOUBLE, exact_ba DOUBLE)"
+    )
+
+
+def _v3(con: duckdb.DuckDBPyConnection) -> None:
+    # Content views (issue 7): what was indexed before them is raw, whole files.
+    con.execute(f"ALTER TABLE params ADD COLUMN normalize VARCHAR DEFAULT '{LEGACY_NORMALIZE}'")
+    con.execute("ALTER TABLE files ADD COLUMN view VARCHAR DEFAULT 'raw'")
+    con.execute("ALTER TABLE files ADD COLUMN origin BLOB")
+    con.execute("ALTER TABLE files ADD COLUMN file_size BIGINT")
+    con.execute("UPDATE files SET origin = path, file_size = size")
+
+
+def _v4(con: duckdb.DuckDBPyConnection) -> None:
+    # The walk the stored pairs were made from: a re-threshold compares it and skips the
+    # catalog work of an index update when nothing under the roots changed.
+    con.execute("ALTER TABLE similar_runs ADD COLUMN walk_digest VARCHAR")
+
+
+def _v5(con: duckdb.DuckDBPyConnection) -> None:
+    # Integrity (issue 10): ctime tells a file rewritten with its mtime restored (NULL:
+    # unknown, read again once); each segment's file lengths and checksums; the last run.
+    con.execute("ALTER TABLE files ADD COLUMN ctime_ns BIGINT")
+    con.execute("ALTER TABLE segments ADD COLUMN checks VARCHAR")
+    con.execute("ALTER TABLE params ADD COLUMN last_run VARCHAR")
+
+
+def _v6(con: duckdb.DuckDBPyConnection) -> None:
+    # Index size (issue 15): a file's origin is kept only when it is not its path (an
+    # archive member, a decompressed view); readers take coalesce(origin, path).
+    con.execute("UPDATE files SET origin = NULL WHERE origin = path")
+
+
+MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
+    (1, "files, params, segments, dead", _v1),
+    (2, "similar_runs, similar_pairs", _v2),
+    (3, "content views: params.normalize, files.view, origin, file_size", _v3),
+    (4, "similar_runs.walk_digest", _v4),
+    (5, "files.ctime_ns, segments.checks, params.last_run", _v5),
+    (6, "files.origin NULL where it is the path", _v6),
+]
+"""Registered migrations, applied in order, each in its own transaction."""
