@@ -25,7 +25,12 @@ the embedded engine's:
   (:func:`sif.similar.collate.collate_range`). Its partial pair counts are
   split by a hash of the pair, and a second round of tasks sums each split
   over all partitions (a shuffle on the pair key); only the summed pairs come
-  back. Exact scoring stays on this process.
+  back.
+- **Exact scores** (``sif similar``'s default, and the small-file pass):
+  the same chunks of pairs as on the embedded engine's processes, each a
+  task running the same function on a worker (:meth:`DaskEngine.map_exact`),
+  which reads the files; a file it cannot read is the same per-file warning,
+  and its pairs keep their estimate. This process only gathers the scores.
 
 Failure: Dask retries the tasks of a worker that died
 (``distributed.scheduler.allowed-failures``, 3 by default); a task that kills
@@ -40,8 +45,8 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -67,6 +72,8 @@ DUCKDB_SHARE = 0.5
 COLLATE_PARTS_PER_WORKER = 2
 
 Pairs = dict[str, npt.NDArray[Any]]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def require_dask() -> None:
@@ -312,33 +319,37 @@ class DaskEngine:
 
     # --- waiting, with a bound --------------------------------------------------------
 
-    def _completed(self, futures: Iterable[Any]) -> Iterator[Any]:
-        """``futures`` as they finish; each finished one's result is checked.
+    def _some_done(self, pending: Collection[Any]) -> set[Any]:
+        """The futures of ``pending`` that are done, once at least one is.
 
         Raises :class:`WorkerDied` for a task that killed its workers more
         often than the scheduler allows, or when none finishes in ``timeout``
-        seconds; a task's own error (:class:`sif.errors.OutOfMemory`) as itself.
+        seconds; a task's own error (:class:`sif.errors.OutOfMemory`) is
+        raised by its ``result()``.
         """
         from distributed import KilledWorker
 
+        try:
+            done, _ = self.client.sync(_wait_first, list(pending), timeout=self.timeout)
+        except TimeoutError:
+            raise WorkerDied(
+                f"the Dask cluster finished no task in {self.timeout:.0f} s "
+                "(no worker left?): stopped"
+            ) from None
+        for f in done:
+            if f.status == "error" and isinstance(f.exception(), KilledWorker):
+                raise WorkerDied(
+                    "a Dask worker died each time it ran the same task (out of "
+                    "memory? raise --memory-limit per worker): stopped"
+                ) from None
+        return set(done)
+
+    def _completed(self, futures: Iterable[Any]) -> Iterator[Any]:
+        """``futures`` as they finish, each checked by :meth:`_some_done`."""
         pending = set(futures)
         while pending:
-            try:
-                done, _ = self.client.sync(_wait_first, list(pending), timeout=self.timeout)
-            except TimeoutError:
-                raise WorkerDied(
-                    f"the Dask cluster finished no task in {self.timeout:.0f} s "
-                    "(no worker left?): stopped"
-                ) from None
-            for f in done:
+            for f in self._some_done(pending):
                 pending.discard(f)
-                if f.status == "error":
-                    exc = f.exception()
-                    if isinstance(exc, KilledWorker):
-                        raise WorkerDied(
-                            "a Dask worker died each time it ran the same task (out of "
-                            "memory? raise --memory-limit per worker): stopped"
-                        ) from None
                 yield f
 
     # --- the work -----------------------------------------------------------------------
@@ -386,6 +397,46 @@ class DaskEngine:
             value = f.result()
         future.release()
         return value
+
+    def map_exact(
+        self, func: Callable[..., R], items: Sequence[T], common: Any = None
+    ) -> Iterator[tuple[int, R]]:
+        """``(index, func(item))`` of ``items``, each a task on a worker, as they finish.
+
+        The exact pass's and the small-file pass's chunks (see
+        :meth:`sif.executors.engine.Engine.map_exact`): the files are read on
+        the workers, this process gathers the scores and the warnings. At most
+        two tasks a worker are in flight (the chunks wait here, not on the
+        scheduler). ``common`` is held on the cluster once (:meth:`_held`:
+        each worker fetches it once), then ``func(common, item)``.
+        """
+        if not len(items):
+            return
+        n = self.workers()
+        client = self.client
+        held = self._held(common) if common is not None else None
+        args = () if held is None else (held,)
+        todo = iter(enumerate(items))
+        which: dict[Any, int] = {}
+        try:
+            while True:
+                while len(which) < 2 * n:
+                    nxt = next(todo, None)
+                    if nxt is None:
+                        break
+                    which[client.submit(func, *args, nxt[1], pure=False)] = nxt[0]
+                if not which:
+                    return
+                for f in self._some_done(which):
+                    i = which.pop(f)
+                    value = f.result()
+                    f.release()
+                    yield i, value
+        finally:
+            for f in which:
+                f.cancel()
+            if held is not None:
+                held.release()
 
     def collate(
         self, source: RowSource, max_df: int, partitions: int, memory_limit: str

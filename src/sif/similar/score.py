@@ -121,6 +121,7 @@ def _score(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
+    engine: Any = None,
 ) -> list[SimilarPair]:
     """Scores, filters and threshold over all collated pairs (vectorised), then values."""
     ids = np.asarray(files["id"], dtype=np.uint32)
@@ -144,6 +145,7 @@ def _score(
             progress,
             pool,
             jobs,
+            engine,
         )
     # An exact score, when known (this run's, a past run's, a pair of small or identical
     # tiny files), decides; else the estimate, with its evidence (a file that could not

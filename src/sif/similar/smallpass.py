@@ -26,9 +26,10 @@ one bitmap test a window, and the exact scoring of the pairs found.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +41,9 @@ from sif.events import Progress, ScanWarning, WarningSink
 from sif.similar.exact import EXACT_CACHE_BYTES, sources, unshared_pairs
 from sif.similar.model import SimilarStats
 from sif.windowsets import Src, WindowSets
+
+if TYPE_CHECKING:
+    from sif.executors.engine import Engine
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -92,24 +96,24 @@ def _sample(s: I64) -> I64:
 
 
 def _table(
-    rows: I64,
-    files: dict[str, npt.NDArray[Any]],
-    srcs: list[Src],
-    window: int,
-    normalize: str,
-    on_warning: WarningSink,
-) -> tuple[_Table, I64, I64, int, int]:
-    """The table of the small files ``rows``; their window counts and sample sizes; reads."""
-    digests = {int(files["id"][r]): bytes(files["digest"][r]) for r in rows.tolist()}
-    sets = WindowSets(window, EXACT_CACHE_BYTES, normalize, digests, on_warning)
-    n_windows = np.zeros(len(files["id"]), dtype=np.int64)
-    n_sample = np.zeros(len(files["id"]), dtype=np.int64)
+    job: tuple[list[tuple[int, int, Src]], dict[int, bytes], int, int, str],
+) -> tuple[_Table, I64, I64, int, int, tuple[ScanWarning, ...]]:
+    """The table of the small files; their window counts and sample sizes; reads; warnings.
+
+    ``job``: the small files (row in ``files``, id, source), their indexed
+    digests, the rows of ``files``, the window and the normalisation. Run here,
+    or as one task on an engine's worker.
+    """
+    small, digests, n_files, window, normalize = job
+    warnings: list[ScanWarning] = []
+    sets = WindowSets(window, EXACT_CACHE_BYTES, normalize, digests, warnings.append)
+    n_windows = np.zeros(n_files, dtype=np.int64)
+    n_sample = np.zeros(n_files, dtype=np.int64)
     parts: list[I64] = []
     owners: list[I32] = []
-    for r in rows.tolist():
-        fid = int(files["id"][r])
-        s = sets.get(fid, srcs[r])
-        sets.release(fid, srcs[r])
+    for r, fid, src in small:
+        s = sets.get(fid, src)
+        sets.release(fid, src)
         if s is None or not len(s):
             continue
         kept = _sample(s)
@@ -121,20 +125,20 @@ def _table(
     order = np.argsort(values, kind="stable")
     values, own = values[order], own[order]
     # 16-32 bits of bitmap an entry: each window of the tree is one test of it.
-    table = _Table(_sets.IndexedSet(values, filter_bits=5), own, len(files["id"]))
-    return table, n_windows, n_sample, sets.files_read, sets.bytes_read
+    table = _Table(_sets.IndexedSet(values, filter_bits=5), own, n_files)
+    return table, n_windows, n_sample, sets.files_read, sets.bytes_read, tuple(warnings)
 
 
 def _stream_chunk(
-    job: tuple[int, str, _Table, dict[int, int], list[tuple[int, int, Src]]],
+    table: _Table, job: tuple[int, str, dict[int, int], list[tuple[int, int, Src]]]
 ) -> _Streamed:
-    """Every window of each file of a chunk through the table (a worker's item).
+    """Every window of each file of a chunk through ``table`` (a worker's item).
 
     Content is checked by its indexed size only: a file that changed since it
     was indexed can give a wrong candidate, never a wrong score (the exact
     pass checks every byte against the indexed digest).
     """
-    window, normalize, table, sizes, items = job
+    window, normalize, sizes, items = job
     k = _sets._compiled()
     ix = table.index
     stamp = np.full(len(ix), -1, dtype=np.int32)
@@ -204,6 +208,7 @@ def small_pass(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
+    engine: Engine | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """New pairs (not in ``cols``) of a small file and a file holding much of it, to score.
 
@@ -216,11 +221,12 @@ def small_pass(
     fingerprint), exact scores NaN: the exact pass scores them with the
     other candidates (:func:`sif.similar.score.pending_exact`), each larger
     file read once for all its partners. Counted in ``stats.small_*``.
-    Cost: see the module.
+    Cost: see the module. With ``engine``, its workers read the files (the
+    same chunks: :meth:`sif.executors.engine.Engine.map_exact`).
     """
     t0 = time.perf_counter()
     try:
-        return _small_pass(cols, files, window, stats, on_warning, progress, pool, jobs)
+        return _small_pass(cols, files, window, stats, on_warning, progress, pool, jobs, engine)
     finally:
         stats.seconds_small += time.perf_counter() - t0
 
@@ -234,6 +240,7 @@ def _small_pass(
     progress: Progress,
     pool: Any,
     jobs: int,
+    engine: Engine | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """:func:`small_pass`, untimed."""
     from sif.executors.local import shared_map
@@ -246,9 +253,21 @@ def _small_pass(
         return empty
     srcs = sources(files)
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
-    table, n_windows, n_sample, f_read, b_read = _table(
-        small, files, srcs, window, normalize, on_warning
+    ids = files["id"]
+    job = (
+        [(r, int(ids[r]), srcs[r]) for r in small.tolist()],
+        {int(ids[r]): bytes(files["digest"][r]) for r in small.tolist()},
+        len(ids),
+        window,
+        normalize,
     )
+    if engine is None:
+        made = _table(job)
+    else:
+        [(_, made)] = list(engine.map_exact(_table, [job]))
+    table, n_windows, n_sample, f_read, b_read, warned = made
+    for w in warned:
+        on_warning(w)
     stats.small_files += int(np.count_nonzero(n_windows))
     stats.small_files_read += f_read
     stats.small_bytes_read += b_read
@@ -258,18 +277,22 @@ def _small_pass(
     # of about equal bytes (the table goes with each chunk).
     wanted = np.flatnonzero(np.isin(grp, np.unique(grp[small])) & (size >= window))
     wanted = wanted[np.argsort(-size[wanted], kind="stable")]
-    jobs = max(1, jobs if pool is not None else 1)
-    ids = files["id"]
+    jobs = engine.workers() if engine is not None else max(1, jobs if pool is not None else 1)
     chunks = []
     n_chunks = max(1, min(STREAM_CHUNKS_PER_JOB * jobs, len(wanted)))
     for c in range(n_chunks):
         part = sorted(wanted[c::n_chunks].tolist())  # in the tree's order: an archive once
         items = [(r, int(ids[r]), srcs[r]) for r in part]
         sizes = {int(ids[r]): int(size[r]) for r in part}
-        chunks.append((window, normalize, table, sizes, items))
+        chunks.append((window, normalize, sizes, items))
     progress.stage("small files held by others", len(wanted), unit="files")
     owner, row, hits = [], [], []
-    for i, done in shared_map(_stream_chunk, chunks, pool):
+    streamed = (
+        shared_map(functools.partial(_stream_chunk, table), chunks, pool)
+        if engine is None
+        else engine.map_exact(_stream_chunk, chunks, common=table)
+    )
+    for i, done in streamed:
         for w in done.warnings:
             on_warning(w)
         owner.append(done.owner)
@@ -277,7 +300,7 @@ def _small_pass(
         hits.append(done.hits)
         stats.small_files_read += done.files_read
         stats.small_bytes_read += done.bytes_read
-        progress.advance(len(chunks[i][4]))
+        progress.advance(len(chunks[i][3]))
     o = np.concatenate(owner).astype(np.int64)
     r = np.concatenate(row).astype(np.int64)
     h = np.concatenate(hits).astype(np.float64)
