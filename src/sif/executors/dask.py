@@ -68,7 +68,9 @@ PART_BYTES = 256 << 20
 PART_FILES = 4096
 #: Share of a worker's memory limit that DuckDB may use for a collation.
 DUCKDB_SHARE = 0.5
-#: Hash partitions of the collation per worker (at least), for balance.
+#: Tasks of the collation per worker (each a group of consecutive hash partitions of
+#: about :data:`sif.similar.collate.PARTITION_ROWS` rows, summed as they come), for
+#: balance; and as many splits of the pair key for the sums.
 COLLATE_PARTS_PER_WORKER = 2
 
 Pairs = dict[str, npt.NDArray[Any]]
@@ -154,19 +156,18 @@ def _pair_split(cols: Pairs, splits: int) -> list[Pairs]:
 
 def collate_part(
     source: RowSource,
-    lo: int,
-    hi: int,
+    ranges: list[tuple[int, int]],
     max_df: int,
     threads: int,
     memory_limit: str,
     splits: int,
 ) -> tuple[list[Pairs], int, int]:
-    """:func:`sif.similar.collate.collate_range` of buckets ``[lo, hi)`` on a worker.
+    """:func:`sif.similar.collate.collate_group` of the bucket ranges ``ranges`` on a worker.
 
-    Returns the partial pairs cut into ``splits`` (:func:`_pair_split`), the
-    stop-fingerprints and the rows read.
+    Returns the partial pairs (summed over the ranges as they come) cut into
+    ``splits`` (:func:`_pair_split`), the stop-fingerprints and the rows read.
     """
-    from sif.similar.collate import collate_range, collation_connection
+    from sif.similar.collate import collate_group, collation_connection
 
     tmp = None
     try:
@@ -177,13 +178,15 @@ def collate_part(
         pass
     con = collation_connection(memory_limit, tmp, threads)
     try:
-        cols, stopped, n = collate_range(con, source.rows, lo, hi, max_df, threads, memory_limit)
+        cols, stopped, n = collate_group(con, source.rows, ranges, max_df, threads, memory_limit)
     finally:
         con.close()
         close = getattr(source, "close", None)
         if close is not None:
             close()
-    return _pair_split(cols, splits), stopped, n
+    cut = _pair_split(cols, splits)
+    del cols
+    return cut, stopped, n
 
 
 def _identity(value: Any) -> Any:
@@ -446,22 +449,30 @@ class DaskEngine:
         ``memory_limit`` bounds DuckDB on each worker (at most
         :data:`DUCKDB_SHARE` of the worker's limit). Hash partitions: at least
         ``partitions``, :data:`COLLATE_PARTS_PER_WORKER` per worker, and
-        :data:`sif.similar.collate.PARTITION_ROWS` rows each.
+        :data:`sif.similar.collate.PARTITION_ROWS` rows each, in
+        ``COLLATE_PARTS_PER_WORKER`` tasks a worker (groups of consecutive
+        partitions: a task's partial pairs are summed over its partitions before
+        they travel); their pairs are cut into as many splits of the pair key.
+        Memory of a worker: DuckDB's limit and one partition's rows while it
+        collates, plus the distinct pairs of its tasks.
         """
         from sif.similar.collate import merge_pairs, partition_count
 
         n = self.workers()
-        parts = max(partition_count(source.total, partitions), COLLATE_PARTS_PER_WORKER * n)
+        tasks = COLLATE_PARTS_PER_WORKER * n
+        parts = max(partition_count(source.total, partitions), tasks)
         duck = int(self._worker_memory() * DUCKDB_SHARE)
         if memory_limit:
             duck = min(duck, parse_size(memory_limit))
         duck_limit = f"{max(duck >> 20, 16)}MB"
         client = self.client
         src = self._held(source)
-        splits = n
+        ranges = bucket_ranges(parts)
+        groups = [ranges[(g * parts) // tasks : ((g + 1) * parts) // tasks] for g in range(tasks)]
+        splits = tasks
         collated = [
-            client.submit(collate_part, src, lo, hi, max_df, 1, duck_limit, splits, pure=False)
-            for lo, hi in bucket_ranges(parts)
+            client.submit(collate_part, src, group, max_df, 1, duck_limit, splits, pure=False)
+            for group in groups
         ]
         sums = [
             client.submit(
