@@ -72,6 +72,11 @@ DUCKDB_SHARE = 0.5
 #: about :data:`sif.similar.collate.PARTITION_ROWS` rows, summed as they come), for
 #: balance; and as many splits of the pair key for the sums.
 COLLATE_PARTS_PER_WORKER = 2
+#: Bytes of a worker's memory limit per fingerprint row of a hash partition: a
+#: partition of 16.7 M synthetic rows peaked at 1.36 GB collating (DuckDB's 1 GB
+#: included); a worker also holds its tasks' summed pairs and the sum's merge. So
+#: with 2 GB, partitions of 8 M rows (and never more than the embedded engine's).
+WORKER_BYTES_PER_ROW = 256
 
 Pairs = dict[str, npt.NDArray[Any]]
 T = TypeVar("T")
@@ -449,19 +454,22 @@ class DaskEngine:
         ``memory_limit`` bounds DuckDB on each worker (at most
         :data:`DUCKDB_SHARE` of the worker's limit). Hash partitions: at least
         ``partitions``, :data:`COLLATE_PARTS_PER_WORKER` per worker, and
-        :data:`sif.similar.collate.PARTITION_ROWS` rows each, in
+        :data:`sif.similar.collate.PARTITION_ROWS` rows each or fewer (one row
+        per :data:`WORKER_BYTES_PER_ROW` of the worker's memory), in
         ``COLLATE_PARTS_PER_WORKER`` tasks a worker (groups of consecutive
         partitions: a task's partial pairs are summed over its partitions before
         they travel); their pairs are cut into as many splits of the pair key.
         Memory of a worker: DuckDB's limit and one partition's rows while it
         collates, plus the distinct pairs of its tasks.
         """
-        from sif.similar.collate import merge_pairs, partition_count
+        from sif.similar.collate import PARTITION_ROWS, merge_pairs, partition_count
 
         n = self.workers()
         tasks = COLLATE_PARTS_PER_WORKER * n
-        parts = max(partition_count(source.total, partitions), tasks)
-        duck = int(self._worker_memory() * DUCKDB_SHARE)
+        memory = self._worker_memory()
+        per_part = min(PARTITION_ROWS, max(1 << 16, memory // WORKER_BYTES_PER_ROW))
+        parts = max(partition_count(source.total, partitions), -(-source.total // per_part), tasks)
+        duck = int(memory * DUCKDB_SHARE)
         if memory_limit:
             duck = min(duck, parse_size(memory_limit))
         duck_limit = f"{max(duck >> 20, 16)}MB"
