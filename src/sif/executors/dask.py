@@ -144,6 +144,14 @@ def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> li
     return build._scan_batch((bulk, part))
 
 
+def warm_worker(params: Any) -> None:
+    """:func:`sif.index.build._warm` on a worker: numba's kernels loaded for its reads."""
+    from sif.index import build
+
+    build._PARAMS = params
+    build._warm()
+
+
 def _pair_split(cols: Pairs, splits: int) -> list[Pairs]:
     """``cols`` cut into ``splits`` by a hash of the pair (a, b): the shuffle's key."""
     if splits == 1:
@@ -249,6 +257,7 @@ class DaskEngine:
         self.allowed_failures = allowed_failures
         self._cluster: Any = None
         self._client: Any = None
+        self._warming: list[Any] = []
 
     # --- the cluster ------------------------------------------------------------------
 
@@ -288,6 +297,19 @@ class DaskEngine:
             )
             self._client = Client(self._cluster, set_as_default=False)
 
+    def warm(self, params: Any) -> None:
+        """Load the fingerprint kernels on each worker now, without waiting (a new index).
+
+        As the embedded engine's workers do while this process opens the index
+        and walks; the tasks are held until the next :meth:`scan` ends.
+        """
+        self.workers()
+        client = self.client
+        self._warming = [
+            client.submit(warm_worker, params, workers=[w], pure=False)
+            for w in client.scheduler_info()["workers"]
+        ]
+
     def workers(self) -> int:
         """The workers the scheduler knows now (waits a little for the first)."""
         client = self.client
@@ -314,6 +336,7 @@ class DaskEngine:
         """Disconnect, and end the local cluster if this engine started it."""
         client, cluster = self._client, self._cluster
         self._client = self._cluster = None
+        self._warming = []
         if client is not None:
             client.close(timeout=10)
         if cluster is not None:
@@ -390,6 +413,7 @@ class DaskEngine:
             for f in inflight:
                 f.cancel()
             context.release()
+            self._warming = []
 
     def _held(self, value: Any) -> Any:
         """A future of ``value`` that the cluster can make again if its worker dies.

@@ -42,6 +42,13 @@ class Engine(Protocol):
         """(pairs, stop-fingerprints, rows) of :func:`sif.similar.collate.collate_source`."""
         ...
 
+    def warm(self, params: Any) -> None:
+        """Start loading the fingerprint kernels on the workers, without waiting.
+
+        For a new index (every file is read), while this process opens it and walks.
+        """
+        ...
+
     def workers(self) -> int:
         """How many workers share the work now (a pass cuts its chunks by it)."""
         ...

@@ -419,7 +419,9 @@ def build_index(
     # A new index reads every file: the workers load numba's kernels while this
     # process opens the store and walks (alone: they are busy).
     warming = pool is not None and store is None and _fresh(index, rebuild)
-    if warming:
+    if warming and engine is not None:  # its workers read: they warm, the pool walks
+        engine.warm(params)
+    elif warming:
         assert pool is not None
         for i in range(pool.processes):
             pool.submit(_warm, i)
@@ -431,7 +433,7 @@ def build_index(
         progress.stage("verifying", None)
         store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
-        walkers = None if warming or pool is None else pool
+        walkers = None if (warming and engine is None) or pool is None else pool
         cols, _ = parallel_walk(abs_roots, options, on_warning, walkers, jobs + 1, progress)
         stats.walk_digest = cols.digest()
         stats.walked = cols
