@@ -74,9 +74,10 @@ DUCKDB_SHARE = 0.5
 COLLATE_PARTS_PER_WORKER = 2
 #: Bytes of a worker's memory limit per fingerprint row of a hash partition: a
 #: partition of 16.7 M synthetic rows peaked at 1.36 GB collating (DuckDB's 1 GB
-#: included); a worker also holds its tasks' summed pairs and the sum's merge. So
-#: with 2 GB, partitions of 8 M rows (and never more than the embedded engine's).
-WORKER_BYTES_PER_ROW = 256
+#: included); a worker also holds its tasks' summed pairs (11.7 M pairs, 234 MB, on
+#: 200 M synthetic rows) and their merges. With 2 GB, partitions of 4 M rows (never
+#: more than the embedded engine's); at 8 M a worker went over 1.9 GB, and died.
+WORKER_BYTES_PER_ROW = 512
 
 Pairs = dict[str, npt.NDArray[Any]]
 T = TypeVar("T")
