@@ -119,7 +119,9 @@ def test_both_engines_give_the_same_catalog_and_the_same_pairs(
     tree(root)
     opts = SimilarOptions(threshold=10, max_df=4)
     here = find_similar([root], tmp_path / "embedded", options=opts, jobs=1)
-    there = find_similar([root], tmp_path / "dask", options=opts, jobs=1, engine=engine)
+    there = find_similar(  # 4 partitions: 4 tasks, their pairs summed in 4 splits
+        [root], tmp_path / "dask", options=opts, jobs=1, engine=engine, partitions=4
+    )
     want = catalog(tmp_path / "embedded", root)
     assert len(want) == 25 and any("!/inner/a.txt" in p for p in want)  # views as entries
     assert catalog(tmp_path / "dask", root) == want

@@ -78,6 +78,10 @@ COLLATE_PARTS_PER_WORKER = 2
 #: 200 M synthetic rows) and their merges. With 2 GB, partitions of 4 M rows (never
 #: more than the embedded engine's); at 8 M a worker went over 1.9 GB, and died.
 WORKER_BYTES_PER_ROW = 512
+#: Rows of a collation task at least (about 2 CPU seconds), unless ``partitions``
+#: asks for more: a small scope is one task, not two a worker (each task, split and
+#: sum is a round trip: 28 of them made the collation of 345 k Linux rows 3x slower).
+MIN_TASK_ROWS = 1 << 21
 
 Pairs = dict[str, npt.NDArray[Any]]
 T = TypeVar("T")
@@ -490,7 +494,8 @@ class DaskEngine:
         from sif.similar.collate import PARTITION_ROWS, merge_pairs, partition_count
 
         n = self.workers()
-        tasks = COLLATE_PARTS_PER_WORKER * n
+        wanted = max(-(-source.total // MIN_TASK_ROWS), partitions, 1)
+        tasks = min(COLLATE_PARTS_PER_WORKER * n, wanted)
         memory = self._worker_memory()
         per_part = min(PARTITION_ROWS, max(1 << 16, memory // WORKER_BYTES_PER_ROW))
         parts = max(partition_count(source.total, partitions), -(-source.total // per_part), tasks)
