@@ -22,9 +22,10 @@ the embedded engine's:
   there); each worker reads its ranges from the index's segments itself (the
   index directory on the shared file system: the segments are immutable) and
   runs the same :data:`sif.similar.collate.COLLATE_SQL` in DuckDB
-  (:func:`sif.similar.collate.collate_range`). Its partial pair counts are
+  (:func:`sif.similar.collate.collate_group`: a task's partitions one after
+  the other, their pairs summed as they come). Its partial pair counts are
   split by a hash of the pair, and a second round of tasks sums each split
-  over all partitions (a shuffle on the pair key); only the summed pairs come
+  over all tasks (a shuffle on the pair key); only the summed pairs come
   back.
 - **Exact scores** (``sif similar``'s default, and the small-file pass):
   the same chunks of pairs as on the embedded engine's processes, each a
