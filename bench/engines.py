@@ -3,10 +3,10 @@
 Two workloads, each run in a fresh child process per engine (so that peak
 RSS is the run's own):
 
-- ``tree``: ``sif index`` then the collation of ``sif similar`` (``--fast``:
-  the exact pass is the same code on the client in both engines) over a real
-  tree (default: the ``fs`` and ``net`` directories of the Linux 6.1 sources),
-  indexed into a fresh directory under ``--work``.
+- ``tree``: ``sif index`` then ``sif similar`` (``--fast``; with ``--exact``
+  the default mode, whose exact scores are computed on the Dask workers) over
+  a real tree (default: the ``fs`` and ``net`` directories of the Linux 6.1
+  sources), indexed into a fresh directory under ``--work``.
 - ``synthetic``: the collation alone over a synthetic fingerprint set written
   as index segments (the shape of a large corpus: most fingerprints in one
   file, families of near-copies sharing theirs in tens of files, boilerplate in
@@ -88,13 +88,23 @@ def child_tree(args: argparse.Namespace) -> dict[str, Any]:
         result = find_similar(
             args.tree,
             index,
-            options=SimilarOptions(threshold=25, max_df=MAX_DF, exact=False),
+            options=SimilarOptions(threshold=25, max_df=MAX_DF, exact=args.exact),
             jobs=args.jobs,
             engine=eng,
         )
         t_similar = time.perf_counter() - t2
         pairs = sorted(
-            (p.a.path, p.b.path, p.shared, p.a_in_b, p.b_in_a, p.a.digest, p.b.digest)
+            (
+                p.a.path,
+                p.b.path,
+                p.shared,
+                p.a_in_b,
+                p.b_in_a,
+                p.exact_a_in_b,
+                p.exact_b_in_a,
+                p.a.digest,
+                p.b.digest,
+            )
             for p in result.pairs
         )
         import hashlib
@@ -251,6 +261,7 @@ def run_child(kind: str, args: argparse.Namespace, engine: str, workers: int) ->
         "--duck",
         args.duck,
         *[x for t in args.tree for x in ("--tree", t)],
+        *(["--exact"] if args.exact else []),
     ]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -274,6 +285,7 @@ def main() -> None:
     ap.add_argument("--memory", default="2GB", help="per Dask worker")
     ap.add_argument("--duck", default="1GB", help="DuckDB's memory for a collation")
     ap.add_argument("--only", choices=["tree", "synthetic"])
+    ap.add_argument("--exact", action="store_true", help="tree: the default mode, not --fast")
     ap.add_argument("--child", choices=["tree", "synthetic", "partition"])
     ap.add_argument("--engine", default="embedded")
     ap.add_argument("--workers", type=int, default=1)

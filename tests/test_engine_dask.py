@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zipfile
@@ -21,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from actionutil import sif as sif_as
+from actionutil import tool
 from sif.errors import WorkerDied
 from sif.events import NullProgress, ScanWarning
 from sif.executors.dask import DaskEngine
@@ -114,7 +119,9 @@ def test_both_engines_give_the_same_catalog_and_the_same_pairs(
     tree(root)
     opts = SimilarOptions(threshold=10, max_df=4)
     here = find_similar([root], tmp_path / "embedded", options=opts, jobs=1)
-    there = find_similar([root], tmp_path / "dask", options=opts, jobs=1, engine=engine)
+    there = find_similar(  # 4 partitions: 4 tasks, their pairs summed in 4 splits
+        [root], tmp_path / "dask", options=opts, jobs=1, engine=engine, partitions=4
+    )
     want = catalog(tmp_path / "embedded", root)
     assert len(want) == 25 and any("!/inner/a.txt" in p for p in want)  # views as entries
     assert catalog(tmp_path / "dask", root) == want
@@ -133,6 +140,116 @@ def test_both_engines_give_the_same_catalog_and_the_same_pairs(
     stats = build_index([root], tmp_path / "dask", jobs=1, engine=engine)
     assert (stats.new, stats.changed, stats.removed, stats.files_read) == (1, 1, 1, 2)
     assert catalog(tmp_path / "dask", root) == catalog(tmp_path / "embedded", root)
+
+
+def scored_tree(root: Path, families: int = 3) -> None:
+    """:func:`tree`, and what only the default mode reads again: small files.
+
+    Two files under 1 KB alike (the collation's small pairs, scored at once),
+    and 400-byte passages of a larger file that hold none of its fingerprints
+    (the small-file pass finds them).
+    """
+    tree(root, families=families)
+    small = text(11, 900)
+    write(root / "small/a.txt", small)
+    write(root / "small/b.txt", small[:700] + text(12, 150))
+    big = text(7, 60_000)
+    write(root / "held/big.txt", big)
+    write(root / "held/whole.txt", big[17_500:17_900])
+    write(root / "held/part.txt", big[47_500:47_750] + text(8, 250))
+
+
+def test_the_default_mode_scores_on_the_workers_as_the_embedded_engine(
+    tmp_path: Path, engine: DaskEngine
+) -> None:
+    from distributed import get_task_stream
+
+    root = tmp_path / "t"
+    scored_tree(root)
+    opts = SimilarOptions(threshold=10)
+    here = find_similar([root], tmp_path / "embedded", options=opts, jobs=2)
+    with get_task_stream(client=engine.client) as stream:
+        there = find_similar([root], tmp_path / "dask", options=opts, jobs=2, engine=engine)
+    # The exact pass, the small-file table and its stream ran as tasks on the workers.
+    ran = {str(t["key"]).split("-", 1)[0] for t in stream.data}
+    assert {"_exact_chunk", "_table", "_stream_chunk"} <= ran
+    assert described(there) == described(here)
+    held = {frozenset(os.path.basename(x) for x in (p.a.path, p.b.path)) for p in here.pairs}
+    assert {frozenset(("big.txt", "whole.txt")), frozenset(("a.txt", "b.txt"))} <= held
+    assert all(p.exact_a_in_b is not None for p in here.pairs)
+    assert here.stats.exact_pairs > 20 and here.stats.small_candidates >= 2
+    for k in ("exact_pairs", "small_files", "small_candidates", "estimated", "pairs"):
+        assert getattr(there.stats, k) == getattr(here.stats, k), k
+
+
+# Workers in the process (threads): as nobody, this Python cannot exec itself again.
+NOBODY_CLUSTER = r"""
+import logging, sys
+from distributed import LocalCluster
+with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://",
+                  dashboard_address=":0",
+                  local_directory=sys.argv[1], silence_logs=logging.ERROR) as cluster:
+    print(cluster.scheduler_address, flush=True)
+    sys.stdin.read()  # until the test closes it
+"""
+NOBODY = ("--reuid=nobody", "--regid=nogroup", "--clear-groups")
+
+
+def test_a_file_the_workers_cannot_read_keeps_its_estimate_as_on_the_embedded_engine() -> None:
+    """Workers that may not read a file the client indexed: the embedded engine's warning.
+
+    The index is made by root (who reads everything); a file of the tree is
+    root's alone. The embedded run is ``nobody``'s; the Dask run's client is
+    root, its workers (a cluster started as ``nobody``) cannot open that file:
+    the same warning, the same pairs, that file's kept as estimates.
+    """
+    assert os.geteuid() == 0, "this test needs root (CI runs as root): workers run as nobody"
+    with tempfile.TemporaryDirectory() as top_dir:
+        top = Path(top_dir)
+        os.chmod(top, 0o755)
+        root = top / "t"
+        scored_tree(root, families=2)
+        secret = root / "fam1/v2.txt"
+        os.chmod(secret, 0o600)  # before indexing: a chmod is a change (its ctime)
+        build_index([root], top / "idx", jobs=1)
+        shutil.copytree(top / "idx", top / "idx2")
+        for dirpath, _, names in os.walk(top / "idx"):  # nobody writes this one
+            for p in [dirpath, *(os.path.join(dirpath, n) for n in names)]:
+                os.chown(p, 65534, 65534)
+        scratch = top / "scratch"
+        scratch.mkdir()
+        os.chown(scratch, 65534, 65534)
+        cluster = subprocess.Popen(
+            [tool("setpriv"), *NOBODY, sys.executable, "-c", NOBODY_CLUSTER, str(scratch)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=top,
+        )
+        try:
+            assert cluster.stdout is not None
+            address = cluster.stdout.readline().strip()
+            assert address.startswith("tcp://"), address
+            args = ("similar", "-j", "2", "-t", "10", "--format", "json", str(root))
+            here = sif_as(*args, "--index", str(top / "idx"), nobody=True, cwd=top, timeout=120)
+            there = sif(
+                *args, "--index", str(top / "idx2"), "--engine", "dask", "--scheduler", address
+            )
+        finally:
+            assert cluster.stdin is not None
+            cluster.stdin.close()
+            cluster.wait(timeout=60)
+    assert here.returncode == there.returncode == 1, (here.stderr, there.stderr)
+
+    def warned(run: subprocess.CompletedProcess[str]) -> list[str]:
+        return sorted({x for x in run.stderr.splitlines() if x.startswith("sif: warning:")})
+
+    assert warned(there) == warned(here) == [f"sif: warning: {secret}: Permission denied"]
+    records = [json.loads(x) for x in there.stdout.splitlines()]
+    assert records == [json.loads(x) for x in here.stdout.splitlines()]
+    estimated = [r for r in records if str(secret) in (r["a"], r["b"])]
+    assert estimated and all(not r["score_exact"] and r["score_low"] is not None for r in estimated)
+    assert sum(r["score_exact"] for r in records) > 10
 
 
 class RemoveOnRead(NullProgress):

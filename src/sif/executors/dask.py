@@ -22,10 +22,16 @@ the embedded engine's:
   there); each worker reads its ranges from the index's segments itself (the
   index directory on the shared file system: the segments are immutable) and
   runs the same :data:`sif.similar.collate.COLLATE_SQL` in DuckDB
-  (:func:`sif.similar.collate.collate_range`). Its partial pair counts are
+  (:func:`sif.similar.collate.collate_group`: a task's partitions one after
+  the other, their pairs summed as they come). Its partial pair counts are
   split by a hash of the pair, and a second round of tasks sums each split
-  over all partitions (a shuffle on the pair key); only the summed pairs come
-  back. Exact scoring stays on this process.
+  over all tasks (a shuffle on the pair key); only the summed pairs come
+  back.
+- **Exact scores** (``sif similar``'s default, and the small-file pass):
+  the same chunks of pairs as on the embedded engine's processes, each a
+  task running the same function on a worker (:meth:`DaskEngine.map_exact`),
+  which reads the files; a file it cannot read is the same per-file warning,
+  and its pairs keep their estimate. This process only gathers the scores.
 
 Failure: Dask retries the tasks of a worker that died
 (``distributed.scheduler.allowed-failures``, 3 by default); a task that kills
@@ -40,8 +46,8 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence, Sized
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -63,10 +69,24 @@ PART_BYTES = 256 << 20
 PART_FILES = 4096
 #: Share of a worker's memory limit that DuckDB may use for a collation.
 DUCKDB_SHARE = 0.5
-#: Hash partitions of the collation per worker (at least), for balance.
+#: Tasks of the collation per worker (each a group of consecutive hash partitions of
+#: about :data:`sif.similar.collate.PARTITION_ROWS` rows, summed as they come), for
+#: balance; and as many splits of the pair key for the sums.
 COLLATE_PARTS_PER_WORKER = 2
+#: Bytes of a worker's memory limit per fingerprint row of a hash partition: a
+#: partition of 16.7 M synthetic rows peaked at 1.36 GB collating (DuckDB's 1 GB
+#: included); a worker also holds its tasks' summed pairs (11.7 M pairs, 234 MB, on
+#: 200 M synthetic rows) and their merges. With 2 GB, partitions of 4 M rows (never
+#: more than the embedded engine's); at 8 M a worker went over 1.9 GB, and died.
+WORKER_BYTES_PER_ROW = 512
+#: Rows of a collation task at least (about 2 CPU seconds), unless ``partitions``
+#: asks for more: a small scope is one task, not two a worker (each task, split and
+#: sum is a round trip: 28 of them made the collation of 345 k Linux rows 3x slower).
+MIN_TASK_ROWS = 1 << 21
 
 Pairs = dict[str, npt.NDArray[Any]]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def require_dask() -> None:
@@ -130,6 +150,14 @@ def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> li
     return build._scan_batch((bulk, part))
 
 
+def warm_worker(params: Any) -> None:
+    """:func:`sif.index.build._warm` on a worker: numba's kernels loaded for its reads."""
+    from sif.index import build
+
+    build._PARAMS = params
+    build._warm()
+
+
 def _pair_split(cols: Pairs, splits: int) -> list[Pairs]:
     """``cols`` cut into ``splits`` by a hash of the pair (a, b): the shuffle's key."""
     if splits == 1:
@@ -147,19 +175,18 @@ def _pair_split(cols: Pairs, splits: int) -> list[Pairs]:
 
 def collate_part(
     source: RowSource,
-    lo: int,
-    hi: int,
+    ranges: list[tuple[int, int]],
     max_df: int,
     threads: int,
     memory_limit: str,
     splits: int,
 ) -> tuple[list[Pairs], int, int]:
-    """:func:`sif.similar.collate.collate_range` of buckets ``[lo, hi)`` on a worker.
+    """:func:`sif.similar.collate.collate_group` of the bucket ranges ``ranges`` on a worker.
 
-    Returns the partial pairs cut into ``splits`` (:func:`_pair_split`), the
-    stop-fingerprints and the rows read.
+    Returns the partial pairs (summed over the ranges as they come) cut into
+    ``splits`` (:func:`_pair_split`), the stop-fingerprints and the rows read.
     """
-    from sif.similar.collate import collate_range, collation_connection
+    from sif.similar.collate import collate_group, collation_connection
 
     tmp = None
     try:
@@ -170,13 +197,15 @@ def collate_part(
         pass
     con = collation_connection(memory_limit, tmp, threads)
     try:
-        cols, stopped, n = collate_range(con, source.rows, lo, hi, max_df, threads, memory_limit)
+        cols, stopped, n = collate_group(con, source.rows, ranges, max_df, threads, memory_limit)
     finally:
         con.close()
         close = getattr(source, "close", None)
         if close is not None:
             close()
-    return _pair_split(cols, splits), stopped, n
+    cut = _pair_split(cols, splits)
+    del cols
+    return cut, stopped, n
 
 
 def _identity(value: Any) -> Any:
@@ -234,6 +263,7 @@ class DaskEngine:
         self.allowed_failures = allowed_failures
         self._cluster: Any = None
         self._client: Any = None
+        self._warming: list[Any] = []
 
     # --- the cluster ------------------------------------------------------------------
 
@@ -273,6 +303,19 @@ class DaskEngine:
             )
             self._client = Client(self._cluster, set_as_default=False)
 
+    def warm(self, params: Any) -> None:
+        """Load the fingerprint kernels on each worker now, without waiting (a new index).
+
+        As the embedded engine's workers do while this process opens the index
+        and walks; the tasks are held until the next :meth:`scan` ends.
+        """
+        self.workers()
+        client = self.client
+        self._warming = [
+            client.submit(warm_worker, params, workers=[w], pure=False)
+            for w in client.scheduler_info()["workers"]
+        ]
+
     def workers(self) -> int:
         """The workers the scheduler knows now (waits a little for the first)."""
         client = self.client
@@ -299,6 +342,7 @@ class DaskEngine:
         """Disconnect, and end the local cluster if this engine started it."""
         client, cluster = self._client, self._cluster
         self._client = self._cluster = None
+        self._warming = []
         if client is not None:
             client.close(timeout=10)
         if cluster is not None:
@@ -312,33 +356,37 @@ class DaskEngine:
 
     # --- waiting, with a bound --------------------------------------------------------
 
-    def _completed(self, futures: Iterable[Any]) -> Iterator[Any]:
-        """``futures`` as they finish; each finished one's result is checked.
+    def _some_done(self, pending: Collection[Any]) -> set[Any]:
+        """The futures of ``pending`` that are done, once at least one is.
 
         Raises :class:`WorkerDied` for a task that killed its workers more
         often than the scheduler allows, or when none finishes in ``timeout``
-        seconds; a task's own error (:class:`sif.errors.OutOfMemory`) as itself.
+        seconds; a task's own error (:class:`sif.errors.OutOfMemory`) is
+        raised by its ``result()``.
         """
         from distributed import KilledWorker
 
+        try:
+            done, _ = self.client.sync(_wait_first, list(pending), timeout=self.timeout)
+        except TimeoutError:
+            raise WorkerDied(
+                f"the Dask cluster finished no task in {self.timeout:.0f} s "
+                "(no worker left?): stopped"
+            ) from None
+        for f in done:
+            if f.status == "error" and isinstance(f.exception(), KilledWorker):
+                raise WorkerDied(
+                    "a Dask worker died each time it ran the same task (out of "
+                    "memory? raise --memory-limit per worker): stopped"
+                ) from None
+        return set(done)
+
+    def _completed(self, futures: Iterable[Any]) -> Iterator[Any]:
+        """``futures`` as they finish, each checked by :meth:`_some_done`."""
         pending = set(futures)
         while pending:
-            try:
-                done, _ = self.client.sync(_wait_first, list(pending), timeout=self.timeout)
-            except TimeoutError:
-                raise WorkerDied(
-                    f"the Dask cluster finished no task in {self.timeout:.0f} s "
-                    "(no worker left?): stopped"
-                ) from None
-            for f in done:
+            for f in self._some_done(pending):
                 pending.discard(f)
-                if f.status == "error":
-                    exc = f.exception()
-                    if isinstance(exc, KilledWorker):
-                        raise WorkerDied(
-                            "a Dask worker died each time it ran the same task (out of "
-                            "memory? raise --memory-limit per worker): stopped"
-                        ) from None
                 yield f
 
     # --- the work -----------------------------------------------------------------------
@@ -371,6 +419,7 @@ class DaskEngine:
             for f in inflight:
                 f.cancel()
             context.release()
+            self._warming = []
 
     def _held(self, value: Any) -> Any:
         """A future of ``value`` that the cluster can make again if its worker dies.
@@ -387,6 +436,46 @@ class DaskEngine:
         future.release()
         return value
 
+    def map_exact(
+        self, func: Callable[..., R], items: Iterable[T], common: Any = None
+    ) -> Iterator[tuple[int, R]]:
+        """``(index, func(item))`` of ``items``, each a task on a worker, as they finish.
+
+        The exact pass's and the small-file pass's chunks (see
+        :meth:`sif.executors.engine.Engine.map_exact`): the files are read on
+        the workers, this process gathers the scores and the warnings. At most
+        two tasks a worker are in flight (the chunks wait here, not on the
+        scheduler). ``common`` is held on the cluster once (:meth:`_held`:
+        each worker fetches it once), then ``func(common, item)``.
+        """
+        if isinstance(items, Sized) and not len(items):
+            return
+        n = self.workers()
+        client = self.client
+        held = self._held(common) if common is not None else None
+        args = () if held is None else (held,)
+        todo = iter(enumerate(items))
+        which: dict[Any, int] = {}
+        try:
+            while True:
+                while len(which) < 2 * n:
+                    nxt = next(todo, None)
+                    if nxt is None:
+                        break
+                    which[client.submit(func, *args, nxt[1], pure=False)] = nxt[0]
+                if not which:
+                    return
+                for f in self._some_done(which):
+                    i = which.pop(f)
+                    value = f.result()
+                    f.release()
+                    yield i, value
+        finally:
+            for f in which:
+                f.cancel()
+            if held is not None:
+                held.release()
+
     def collate(
         self, source: RowSource, max_df: int, partitions: int, memory_limit: str
     ) -> tuple[Pairs, int, int]:
@@ -395,22 +484,34 @@ class DaskEngine:
         ``memory_limit`` bounds DuckDB on each worker (at most
         :data:`DUCKDB_SHARE` of the worker's limit). Hash partitions: at least
         ``partitions``, :data:`COLLATE_PARTS_PER_WORKER` per worker, and
-        :data:`sif.similar.collate.PARTITION_ROWS` rows each.
+        :data:`sif.similar.collate.PARTITION_ROWS` rows each or fewer (one row
+        per :data:`WORKER_BYTES_PER_ROW` of the worker's memory), in
+        ``COLLATE_PARTS_PER_WORKER`` tasks a worker (groups of consecutive
+        partitions: a task's partial pairs are summed over its partitions before
+        they travel); their pairs are cut into as many splits of the pair key.
+        Memory of a worker: DuckDB's limit and one partition's rows while it
+        collates, plus the distinct pairs of its tasks.
         """
-        from sif.similar.collate import merge_pairs, partition_count
+        from sif.similar.collate import PARTITION_ROWS, merge_pairs, partition_count
 
         n = self.workers()
-        parts = max(partition_count(source.total, partitions), COLLATE_PARTS_PER_WORKER * n)
-        duck = int(self._worker_memory() * DUCKDB_SHARE)
+        wanted = max(-(-source.total // MIN_TASK_ROWS), partitions, 1)
+        tasks = min(COLLATE_PARTS_PER_WORKER * n, wanted)
+        memory = self._worker_memory()
+        per_part = min(PARTITION_ROWS, max(1 << 16, memory // WORKER_BYTES_PER_ROW))
+        parts = max(partition_count(source.total, partitions), -(-source.total // per_part), tasks)
+        duck = int(memory * DUCKDB_SHARE)
         if memory_limit:
             duck = min(duck, parse_size(memory_limit))
         duck_limit = f"{max(duck >> 20, 16)}MB"
         client = self.client
         src = self._held(source)
-        splits = n
+        ranges = bucket_ranges(parts)
+        groups = [ranges[(g * parts) // tasks : ((g + 1) * parts) // tasks] for g in range(tasks)]
+        splits = tasks
         collated = [
-            client.submit(collate_part, src, lo, hi, max_df, 1, duck_limit, splits, pure=False)
-            for lo, hi in bucket_ranges(parts)
+            client.submit(collate_part, src, group, max_df, 1, duck_limit, splits, pure=False)
+            for group in groups
         ]
         sums = [
             client.submit(

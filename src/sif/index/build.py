@@ -419,14 +419,17 @@ def build_index(
     pool = fork_pool(jobs + 1) if jobs >= 2 else None
     # A new index reads every file: the workers load numba's kernels while this
     # process opens the store and walks (alone: they are busy). Not needed with the
-    # compiled kernel (:mod:`sif.core.winnowc`): then they help walk.
+    # compiled kernel (:mod:`sif.core.winnowc`): then they help walk. With an engine,
+    # its workers read: they warm, the pool walks.
     warming = (
         pool is not None
         and store is None
         and not (params.scheme == "winnow" and compiled_winnow())
         and _fresh(index, rebuild)
     )
-    if warming:
+    if warming and engine is not None:
+        engine.warm(params)
+    elif warming:
         assert pool is not None
         for i in range(pool.processes):
             pool.submit(_warm, i)
@@ -438,7 +441,7 @@ def build_index(
         progress.stage("verifying", None)
         store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
-        walkers = None if warming or pool is None else pool
+        walkers = None if (warming and engine is None) or pool is None else pool
         cols, _ = parallel_walk(abs_roots, options, on_warning, walkers, jobs + 1, progress)
         stats.walk_digest = cols.digest()
         stats.walked = cols

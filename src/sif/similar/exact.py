@@ -6,7 +6,7 @@ import itertools
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,9 @@ from sif.similar.model import (
     SimilarStats,
 )
 from sif.windowsets import JIT_FROM, Src, WindowSets
+
+if TYPE_CHECKING:
+    from sif.executors.engine import Engine
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -121,6 +124,7 @@ def _exact_small(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
+    engine: Engine | None = None,
 ) -> None:
     """Exact (C(A,B), C(B,A)) of the collated pairs of small files, into ``cols``.
 
@@ -129,7 +133,7 @@ def _exact_small(
     that the scores can be stored with the counts. Counted in ``stats.exact_*``.
     Unreadable files are warnings; their pairs keep the estimate. Cost: one read
     and window set per small file of such a pair (1 GB of Linux sources: 2.3k
-    files, 11k pairs, 0.3 s on one process).
+    files, 11k pairs, 0.3 s on one process); on ``engine``'s workers if given.
     """
     if not len(cols["a"]):
         return
@@ -151,7 +155,20 @@ def _exact_small(
     )
     todo = np.flatnonzero(small & (np.maximum(a_in_b, b_in_a) >= SMALL_EXACT_FLOOR))
     if len(todo):
-        _exact(todo, ia, ib, files, params.window, cols, stats, on_warning, progress, pool, jobs)
+        _exact(
+            todo,
+            ia,
+            ib,
+            files,
+            params.window,
+            cols,
+            stats,
+            on_warning,
+            progress,
+            pool,
+            jobs,
+            engine,
+        )
 
 
 #: ``exact``: work items per job, so that the processes share the pairs evenly.
@@ -274,12 +291,15 @@ def _exact(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
+    engine: Engine | None = None,
 ) -> None:
     """Fill ``cols['exact_ab'/'exact_ba']`` for the pairs ``todo``, reading their files.
 
     The pairs, grouped by their larger file (whose window set is made once),
     are cut into contiguous chunks of similar cost shared between this process
-    and the workers of ``pool`` (:func:`sif.executors.local.shared_map`).
+    and the workers of ``pool`` (:func:`sif.executors.local.shared_map`), or
+    among ``engine``'s workers (:meth:`sif.executors.engine.Engine.map_exact`:
+    the same chunks, the same function, the same scores).
     Cost: each larger file read and hashed once (a sort of its window values,
     then a bucket index over them), each smaller one once per chunk unless the
     cache lost it, then one lookup per window of the smaller file (a merge or
@@ -292,7 +312,7 @@ def _exact(
     progress.stage("exact containment", len(todo), unit="pairs")
     for part in _slices(todo, ia, ib, files):
         ok, inter, n_a, n_b = _exact_pass(
-            part, ia, ib, files, window, stats, on_warning, pool, jobs, progress
+            part, ia, ib, files, window, stats, on_warning, pool, jobs, progress, engine
         )
         rows = part[ok]
         cols["exact_ab"][rows] = inter[ok] / np.maximum(n_a[ok], 1)
@@ -340,11 +360,14 @@ def _exact_pass(
     pool: Any,
     jobs: int,
     progress: Progress | None = None,
+    engine: Engine | None = None,
 ) -> tuple[npt.NDArray[np.bool_], I64, I64, I64]:
     """|S(A) ∩ S(B)|, |S(A)|, |S(B)| of the pairs ``todo``.
 
     Returns, aligned with ``todo``: whether the pair was scored (both files
-    read and unchanged), the intersection and both set sizes.
+    read and unchanged), the intersection and both set sizes. With ``engine``,
+    the chunks (about :data:`EXACT_CHUNKS_PER_JOB` a worker) run on its
+    workers: this process reads no file.
     """
     from sif.executors.local import shared_map
 
@@ -366,8 +389,12 @@ def _exact_pass(
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
     # numba's kernels for a bulk pass (import numba alone costs half a second).
     jit = want_jit(sum(cost))
-    jobs = max(1, jobs if pool is not None else 1)
-    budget = EXACT_CACHE_BYTES // (2 * jobs) if jobs > 1 else EXACT_CACHE_BYTES
+    if engine is not None:  # a worker holds the sets of the chunk it runs, in its memory
+        jobs = engine.workers()
+        budget = EXACT_CACHE_BYTES // 2
+    else:
+        jobs = max(1, jobs if pool is not None else 1)
+        budget = EXACT_CACHE_BYTES // (2 * jobs) if jobs > 1 else EXACT_CACHE_BYTES
     chunks = [
         (
             window,
@@ -383,7 +410,12 @@ def _exact_pass(
     inter = np.zeros(len(todo), dtype=np.int64)
     n_a = np.zeros(len(todo), dtype=np.int64)
     n_b = np.zeros(len(todo), dtype=np.int64)
-    for _, done in shared_map(_exact_chunk, chunks, pool):
+    mapped = (
+        shared_map(_exact_chunk, chunks, pool)
+        if engine is None
+        else engine.map_exact(_exact_chunk, chunks)
+    )
+    for _, done in mapped:
         for w in done.warnings:
             on_warning(w)
         ok[done.rows] = True

@@ -163,7 +163,7 @@ def find_similar(
     jobs = jobs or os.cpu_count() or 1
     # Workers for the exact pass fork now, before the index is opened: they must not
     # inherit its lock or its catalog.
-    pool = fork_pool(jobs) if options.exact else None
+    pool = fork_pool(jobs) if options.exact and engine is None else None
     try:
         return _find(
             root_list,
@@ -276,12 +276,12 @@ def _find(
                 )
             for k in ("exact_ab", "exact_ba"):
                 cols[k] = np.full(len(cols["a"]), np.nan)
-            _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs)
+            _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs, engine)
             tiny = _identical_unfingerprinted(files, options.max_df)
             cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
             if options.exact:  # --fast reads no file again
                 held = small_pass(
-                    cols, files, fp_params.window, stats, on_warning, progress, pool, jobs
+                    cols, files, fp_params.window, stats, on_warning, progress, pool, jobs, engine
                 )
                 cols = {k: np.concatenate([v, held[k]]) for k, v in cols.items()}
             try:
@@ -293,7 +293,9 @@ def _find(
                 ) from None
         stats.seconds_collate = time.perf_counter() - t0
         stats.pairs_collated = len(cols["a"])
-        pairs = _score(cols, files, options, fp_params, stats, on_warning, progress, pool, jobs)
+        pairs = _score(
+            cols, files, options, fp_params, stats, on_warning, progress, pool, jobs, engine
+        )
         if options.exact and stats.exact_pairs:
             pstore.save_exact(cols)
     finally:

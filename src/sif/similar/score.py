@@ -126,6 +126,7 @@ def _score(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
+    engine: Any = None,
 ) -> PairTable:
     """Scores, filters and threshold over all collated pairs, vectorised: the kept pairs' table.
 
@@ -154,6 +155,7 @@ def _score(
             progress,
             pool,
             jobs,
+            engine,
         )
         cols["exact_ab"][todo], cols["exact_ba"][todo] = sub["exact_ab"], sub["exact_ba"]
     kept = [_decide(_slice(cols, lo, hi), files, options, params, stats) for lo, hi in spans]

@@ -26,11 +26,12 @@ one bitmap test a window, and the exact scoring of the pairs found.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +43,9 @@ from sif.events import Progress, ScanWarning, WarningSink
 from sif.similar.exact import EXACT_CACHE_BYTES, sources, unshared_pairs
 from sif.similar.model import SimilarStats
 from sif.windowsets import Src, WindowSets
+
+if TYPE_CHECKING:
+    from sif.executors.engine import Engine
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -60,6 +64,8 @@ SAMPLE_WINDOWS = 64
 SMALL_PASS_FLOOR = 0.25
 #: Work items a job when streaming (each carries the table: a few MB).
 STREAM_CHUNKS_PER_JOB = 4
+#: The columns of ``files`` a streaming chunk carries for its files.
+_STREAMED = ("id", "size", "path", "origin", "view")
 
 
 @dataclass(frozen=True)
@@ -97,24 +103,25 @@ def _sample(s: I64) -> I64:
 
 
 def _table(
-    rows: I64,
-    files: dict[str, npt.NDArray[Any]],
-    srcs: dict[int, Src],
-    window: int,
-    normalize: str,
-    on_warning: WarningSink,
-) -> tuple[_Table, I64, I64, int, int]:
-    """The table of the small files ``rows``; their window counts and sample sizes; reads."""
-    digests = {int(files["id"][r]): bytes(files["digest"][r]) for r in rows.tolist()}
-    sets = WindowSets(window, EXACT_CACHE_BYTES, normalize, digests, on_warning)
-    n_windows = np.zeros(len(files["id"]), dtype=np.int64)
-    n_sample = np.zeros(len(files["id"]), dtype=np.int64)
+    job: tuple[list[tuple[int, int, Src]], dict[int, bytes], npt.NDArray[Any], int, str],
+) -> tuple[_Table, I64, I64, int, int, tuple[ScanWarning, ...]]:
+    """The table of the small files; their window counts and sample sizes; reads; warnings.
+
+    ``job``: the small files (row in ``files``, id, source), their indexed
+    digests, the group of every row of ``files``, the window and the
+    normalisation. Run here, or as one task on an engine's worker.
+    """
+    small, digests, grp, window, normalize = job
+    n_files = len(grp)
+    warnings: list[ScanWarning] = []
+    sets = WindowSets(window, EXACT_CACHE_BYTES, normalize, digests, warnings.append)
+    n_windows = np.zeros(n_files, dtype=np.int64)
+    n_sample = np.zeros(n_files, dtype=np.int64)
     parts: list[I64] = []
     owners: list[I32] = []
-    for r in rows.tolist():
-        fid = int(files["id"][r])
-        s = sets.get(fid, srcs[r])
-        sets.release(fid, srcs[r])
+    for r, fid, src in small:
+        s = sets.get(fid, src)
+        sets.release(fid, src)
         if s is None or not len(s):
             continue
         kept = _sample(s)
@@ -129,17 +136,17 @@ def _table(
     table = _Table(
         _sets.IndexedSet(values, filter_bits=5),
         own,
-        len(files["id"]),
+        n_files,
         n_windows.astype(np.int32),
         n_sample.astype(np.int32),
-        np.asarray(files["grp"]),
+        np.asarray(grp),
     )
-    return table, n_windows, n_sample, sets.files_read, sets.bytes_read
+    return table, n_windows, n_sample, sets.files_read, sets.bytes_read, tuple(warnings)
 
 
-_Chunk = tuple[int, str, _Table, I64, dict[str, npt.NDArray[Any]]]
-"""A worker's item: the window, the normalisation, the table, the rows of the
-files to stream and their columns (``id``, ``size``, ``path``, ``origin``, ``view``)."""
+_Chunk = tuple[int, str, I64, dict[str, npt.NDArray[Any]]]
+"""A worker's item: the window, the normalisation, the rows of the files to stream
+and their columns (``id``, ``size``, ``path``, ``origin``, ``view``)."""
 
 
 def _candidates(table: _Table, o: I64, r: I64, h: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
@@ -159,8 +166,8 @@ def _candidates(table: _Table, o: I64, r: I64, h: npt.NDArray[Any]) -> npt.NDArr
     return (o != r) & (table.grp[o] == table.grp[r]) & (upper >= SMALL_PASS_FLOOR)
 
 
-def _stream_chunk(job: _Chunk) -> _Streamed:
-    """Every window of each file of a chunk through the table (a worker's item).
+def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
+    """Every window of each file of a chunk through ``table`` (a worker's item).
 
     Returns the candidate hits only (:func:`_candidates`): a small file of
     boilerplate is hit by most files, and those hits stay here.
@@ -168,7 +175,7 @@ def _stream_chunk(job: _Chunk) -> _Streamed:
     was indexed can give a wrong candidate, never a wrong score (the exact
     pass checks every byte against the indexed digest).
     """
-    window, normalize, table, rows, f = job
+    window, normalize, rows, f = job
     sizes = {int(i): int(n) for i, n in zip(f["id"], f["size"], strict=True)}
     items = [
         (int(r), int(i), (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v)))
@@ -245,6 +252,7 @@ def small_pass(
     progress: Progress,
     pool: Any = None,
     jobs: int = 1,
+    engine: Engine | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """New pairs (not in ``cols``) of a small file and a file holding much of it, to score.
 
@@ -257,11 +265,12 @@ def small_pass(
     fingerprint), exact scores NaN: the exact pass scores them with the
     other candidates (:func:`sif.similar.score.pending_exact`), each larger
     file read once for all its partners. Counted in ``stats.small_*``.
-    Cost: see the module.
+    Cost: see the module. With ``engine``, its workers read the files (the
+    same chunks: :meth:`sif.executors.engine.Engine.map_exact`).
     """
     t0 = time.perf_counter()
     try:
-        return _small_pass(cols, files, window, stats, on_warning, progress, pool, jobs)
+        return _small_pass(cols, files, window, stats, on_warning, progress, pool, jobs, engine)
     finally:
         stats.seconds_small += time.perf_counter() - t0
 
@@ -275,6 +284,7 @@ def _small_pass(
     progress: Progress,
     pool: Any,
     jobs: int,
+    engine: Engine | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """:func:`small_pass`, untimed."""
     from sif.executors.local import shared_map
@@ -287,7 +297,21 @@ def _small_pass(
         return empty
     srcs = sources(files, small)
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
-    table, n_windows, _, f_read, b_read = _table(small, files, srcs, window, normalize, on_warning)
+    ids = files["id"]
+    job = (
+        [(r, int(ids[r]), srcs[r]) for r in small.tolist()],
+        {int(ids[r]): bytes(files["digest"][r]) for r in small.tolist()},
+        grp,
+        window,
+        normalize,
+    )
+    if engine is None:
+        made = _table(job)
+    else:
+        [(_, made)] = list(engine.map_exact(_table, [job]))
+    table, n_windows, _, f_read, b_read, warned = made
+    for w in warned:
+        on_warning(w)
     stats.small_files += int(np.count_nonzero(n_windows))
     stats.small_files_read += f_read
     stats.small_bytes_read += b_read
@@ -297,19 +321,22 @@ def _small_pass(
     # of about equal bytes (the table goes with each chunk).
     wanted = np.flatnonzero(np.isin(grp, np.unique(grp[small])) & (size >= window))
     wanted = wanted[np.argsort(-size[wanted], kind="stable")]
-    jobs = max(1, jobs if pool is not None else 1)
-    ids = files["id"]
+    jobs = engine.workers() if engine is not None else max(1, jobs if pool is not None else 1)
     n_chunks = max(1, min(STREAM_CHUNKS_PER_JOB * jobs, len(wanted)))
     parts = [np.sort(wanted[c::n_chunks]) for c in range(n_chunks)]  # an archive once
 
     def chunks() -> Iterator[_Chunk]:  # made as the workers take them
         for part in parts:
-            cols = {k: files[k][part] for k in ("id", "size", "path", "origin", "view")}
-            yield window, normalize, table, part, cols
+            yield window, normalize, part, {k: files[k][part] for k in _STREAMED}
 
     progress.stage("small files held by others", len(wanted), unit="files")
     owner, row, hits = [], [], []
-    for i, done in shared_map(_stream_chunk, chunks(), pool):
+    streamed = (
+        shared_map(functools.partial(_stream_chunk, table), chunks(), pool)
+        if engine is None
+        else engine.map_exact(_stream_chunk, chunks(), common=table)
+    )
+    for i, done in streamed:
         for w in done.warnings:
             on_warning(w)
         owner.append(done.owner)
