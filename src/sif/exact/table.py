@@ -176,13 +176,18 @@ class _Table:
             return _cause(exc)
         if st.st_ino != self.ino[i] or st.st_dev != self.dev[i]:
             return "replaced by another file since the walk; skipped"
-        if (
+        return CHANGED if self._changed(i, st) else None
+
+    def _changed(self, i: int, st: os.stat_result) -> bool:
+        """Whether ``st`` differs from the walk's size, mtime or ctime of candidate ``i``.
+
+        (:meth:`read` makes the same test inline: it runs once per candidate.)
+        """
+        return (
             st.st_size != self.size[i]
             or st.st_mtime_ns != self.mtime_ns[i]
             or st.st_ctime_ns != self.ctime_ns[i]
-        ):
-            return CHANGED
-        return None
+        )
 
     def _read_checked(
         self, i: int, offset: int, length: int, into: bytearray | None = None
@@ -207,14 +212,7 @@ class _Table:
                 os.close(fd)
         except OSError as exc:
             return _cause(exc)
-        if (
-            n != length
-            or st.st_size != self.size[i]
-            or st.st_mtime_ns != self.mtime_ns[i]
-            or st.st_ctime_ns != self.ctime_ns[i]
-        ):
-            return CHANGED
-        return data
+        return CHANGED if n != length or self._changed(i, st) else data
 
 
 def _cause(exc: OSError) -> str:

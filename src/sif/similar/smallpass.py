@@ -27,7 +27,6 @@ one bitmap test a window, and the exact scoring of the pairs found.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -177,10 +176,8 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     """
     window, normalize, rows, f = job
     sizes = {int(i): int(n) for i, n in zip(f["id"], f["size"], strict=True)}
-    items = [
-        (int(r), int(i), (os.fsdecode(bytes(p)), os.fsdecode(bytes(o)), str(v)))
-        for r, i, p, o, v in zip(rows, f["id"], f["path"], f["origin"], f["view"], strict=True)
-    ]
+    srcs = sources(f)  # by position in the chunk
+    items = [(int(r), int(i), srcs[k]) for k, (r, i) in enumerate(zip(rows, f["id"], strict=True))]
     k = _sets._compiled()
     ix = table.index
     stamp = np.full(len(ix), -1, dtype=np.int32)
