@@ -39,8 +39,10 @@ def tree(root: Path) -> Path:
     return root
 
 
-def saved_report(root: Path, *roots: Path) -> Path:
-    path = root.parent / f"{root.name}-report.json"
+def saved_report(root: Path, *roots: Path, out: Path | None = None) -> Path:
+    """``sif dupes`` of ``roots`` (default ``root``) saved beside ``root``, or at ``out``
+    (a mount point's parent is /tmp, which the test must not litter)."""
+    path = out or root.parent / f"{root.name}-report.json"
     r = sif("dupes", "--format", "json", "-q", *(str(x) for x in roots or (root,)))
     assert r.returncode == 0, r.stderr
     path.write_text(r.stdout)
@@ -216,7 +218,7 @@ def test_cross_device_links_are_refused_unless_symlink(tmp_path: Path) -> None:
         write(d1 / "a", A)
         write(d2 / "a", A)
         write(d2 / "b", A)
-        report = saved_report(d1, d1, d2)
+        report = saved_report(d1, d1, d2, out=tmp_path / "report.json")
         before = snapshot(d2)
         r = sif("link", str(report))
         assert r.returncode == 1
@@ -238,19 +240,24 @@ def test_cross_device_links_are_refused_unless_symlink(tmp_path: Path) -> None:
         r = sif("undo", journal)
         assert r.returncode == 0, r.stderr
         assert not os.path.islink(d2 / "a") and (d2 / "a").read_bytes() == A
-        r = sif("link", "--symlink", "--absolute", str(saved_report(d1, d1, d2)))
+        r = sif(
+            "link",
+            "--symlink",
+            "--absolute",
+            str(saved_report(d1, d1, d2, out=tmp_path / "report-again.json")),
+        )
         assert os.readlink(d2 / "a") == str(d1 / "a")
 
 
 @pytest.mark.parametrize("kind", ["btrfs", "xfs"])
-def test_dedupe_shares_extents_and_undo_unshares(kind: str) -> None:
+def test_dedupe_shares_extents_and_undo_unshares(kind: str, tmp_path: Path) -> None:
     with loopfs(kind) as fs:
         big = os.urandom(3 * 1024 * 1024 + 17)
         for name in ("a", "b", "c"):
             write(fs / name, big)
         os.chmod(fs / "c", 0o640)
         subprocess.run(["sync"], check=True)
-        report = saved_report(fs)
+        report = saved_report(fs, out=tmp_path / "report.json")
         r = sif("dedupe", str(report))
         assert r.returncode == 0, r.stderr
         assert "2 done" in r.stderr
@@ -267,7 +274,7 @@ def test_dedupe_shares_extents_and_undo_unshares(kind: str) -> None:
         assert shared("a", "b") and shared("a", "c")
         assert stat.S_IMODE(os.stat(fs / "c").st_mode) == 0o640  # its own metadata
         assert len({ino(fs / n) for n in "abc"}) == 3
-        r = sif("dedupe", "-n", str(saved_report(fs)))
+        r = sif("dedupe", "-n", str(saved_report(fs, out=tmp_path / "report.json")))
         assert r.stdout.count("# no-op") == 2 and "extents already shared" in r.stdout
         r = sif("undo", journal)
         assert r.returncode == 0, r.stderr
@@ -281,7 +288,7 @@ def test_dedupe_says_plainly_when_the_file_system_cannot(tmp_path: Path) -> None
         write(d / "a", A)
         write(d / "b", A)
         before = snapshot(d)
-        r = sif("dedupe", str(saved_report(d)))
+        r = sif("dedupe", str(saved_report(d, out=tmp_path / "report.json")))
         assert r.returncode == 1
         assert f"{d}: this file system cannot share extents (FIDEDUPERANGE: " in r.stderr
         assert snapshot(d) == before
@@ -308,7 +315,7 @@ def test_trash_on_another_device_stays_on_that_device(tmp_path: Path) -> None:
     with tmpfs() as d:
         write(d / "x/a", A)
         write(d / "x/b", A)
-        r = sif("remove", "--trash", str(saved_report(d)))
+        r = sif("remove", "--trash", str(saved_report(d, out=tmp_path / "report.json")))
         assert r.returncode == 0, r.stderr
         assert os.listdir(d / f".Trash-{os.getuid()}/files") == ["b"]
         assert "Path=x/b\n" in (d / f".Trash-{os.getuid()}/info/b.trashinfo").read_text()
@@ -396,7 +403,7 @@ def test_a_full_disk_fails_the_step_and_leaves_the_file(tmp_path: Path) -> None:
     with tmpfs("1m") as d:
         write(d / "a", A)
         write(d / "b", A)
-        report = saved_report(d)
+        report = saved_report(d, out=tmp_path / "report.json")
         filler = d / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
         try:  # fill every block
