@@ -64,6 +64,11 @@ def test_similar_on_a_memory_index_equals_the_on_disk_index(tmp_path: Path) -> N
     # The memory index keeps its run: a second call reuses the stored pairs.
     again = find_similar([tmp_path / "t"], store=memory, options=opts, jobs=1)
     assert again.stats.reused and again.pairs == mem.pairs
+    # Its spill directory (DuckDB's, made in the system's temp dir) goes with it.
+    spill = Path(memory.temp_directory())
+    assert spill.is_dir()
+    memory.close()
+    assert not spill.exists()
 
 
 def test_many_small_partitions_give_the_pairs_of_one(

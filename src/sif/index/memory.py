@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -189,7 +190,10 @@ class MemoryIndex:
         return np.array(sorted(hits), dtype=np.uint32)
 
     def close(self) -> None:
-        pass
+        """Remove the spill directory this index made (:meth:`temp_directory`), if any."""
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     # --- PairStore ----------------------------------------------------------------
 
