@@ -758,7 +758,7 @@ def test_zip_entries_sharing_one_member_are_read_once(tmp_path: Path) -> None:
 
 
 def test_overlapping_zip_entries_are_read_once(tmp_path: Path) -> None:
-    from sif.content import _overlapping
+    from sif.archives import _overlapping
 
     def info(offset: int, size: int) -> zipfile.ZipInfo:
         z = zipfile.ZipInfo("x")
