@@ -145,8 +145,7 @@ class WindowSets:
         if self.make is not None:
             self._keep(fid, self.make(data))
             return True
-        jit = self.jit and len(data) >= JIT_FROM
-        self._keep(fid, _sets.window_set(data, self.window, jit))
+        self._keep(fid, _sets.window_set(data, self.window, self.jit))
         return True
 
     def _keep(self, fid: int, s: I64 | None) -> None:
@@ -155,8 +154,3 @@ class WindowSets:
         while self.held > self.budget and len(self.cache) > 1:
             _, old = self.cache.popitem(last=False)
             self.held -= 0 if old is None else old.nbytes
-
-
-#: Entries of at least this many bytes get their window set from the numba kernels in
-#: a bulk run (below, numpy's form costs less than the call into numba).
-JIT_FROM = 4096
