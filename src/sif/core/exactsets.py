@@ -113,7 +113,8 @@ def window_set_jit(data: U8, window: int = WINDOW, base: int = BASE) -> I64:
     if len(arr) < window:
         return np.empty(0, dtype=np.int64)
     k = _compiled()
-    values = k["values"](arr, window, np.uint64(base), _top_power(base, window)).view(np.int64)
+    out = np.empty(len(arr) - window + 1, dtype=np.uint64)
+    values = k["values"](arr, window, np.uint64(base), _top_power(base, window), out).view(np.int64)
     values.sort()
     n = int(k["distinct"](values))  # in place: the distinct values first
     return values[:n] if n > len(values) - len(values) // 8 else values[:n].copy()
