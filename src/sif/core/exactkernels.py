@@ -135,19 +135,31 @@ def bucket_offsets(s: I64, bits: int) -> npt.NDArray[np.int32]:  # pragma: no co
 
 @njit(cache=True, nogil=True)
 def bit_filter(s: I64, fbits: int) -> U64:  # pragma: no cover
-    """A bitmap of the top ``fbits`` bits of each value of ``s`` (sign flipped, as buckets).
+    """A blocked Bloom filter of the values of ``s``: two bits a value in one 64-bit word.
 
-    One bit a bucket of ``2^(64 - fbits)`` values: a value whose bit is clear
-    is not in ``s``. At 8 to 16 bits a value of ``s`` (as :class:`IndexedSet`
-    sizes it) it answers "absent" for 88-94% of absent values, from a table an
-    eighth to a quarter the size of the set.
+    The word is chosen by the top ``fbits - 6`` bits of the value (sign
+    flipped, as buckets), one bit in it by the next 6 bits, the other by the
+    6 after those (:func:`_filter_mask`). A value with either bit clear is
+    not in ``s``. Both bits in one word cost one memory access, and an absent
+    value passes with about the square of the word's fill instead of the fill:
+    on the small-file pass's table (309k values, 32 bits a value) the
+    look-ups past the filter went from 5.3% of the windows to well under 1%,
+    and a byte from 12 to 5 ns.
     """
     shift = np.uint64(64 - fbits)
-    f = np.zeros(max(1, (1 << fbits) >> 6), dtype=np.uint64)  # 64-bit words: 2x faster
+    f = np.zeros(max(1, (1 << fbits) >> 6), dtype=np.uint64)
     for i in range(len(s)):
-        k = (np.uint64(s[i]) ^ _SIGN) >> shift
-        f[k >> np.uint64(6)] |= np.uint64(1) << (k & np.uint64(63))
+        u = np.uint64(s[i]) ^ _SIGN
+        k = u >> shift
+        f[k >> np.uint64(6)] |= _filter_mask(u, k, shift)
     return f
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _filter_mask(u: np.uint64, k: np.uint64, shift: np.uint64) -> np.uint64:  # pragma: no cover
+    """The two bits of :func:`bit_filter` for the value ``u`` (sign flipped) in word ``k >> 6``."""
+    second = (u >> (shift - np.uint64(6))) & np.uint64(63)
+    return (np.uint64(1) << (k & np.uint64(63))) | (np.uint64(1) << second)
 
 
 @njit(cache=True, nogil=True)
@@ -156,7 +168,7 @@ def count_in(
 ) -> int:  # pragma: no cover
     """How many values of ``a`` are in the sorted set ``s`` indexed by :func:`bucket_offsets`.
 
-    Each value is first looked up in the bitmap ``f`` of :func:`bit_filter`
+    Each value is first looked up in the filter ``f`` of :func:`bit_filter`
     (``fbits`` bits, ``fbits >= bits``): most absent values stop there, on a
     table that stays in the cache, instead of two misses in ``off`` and ``s``.
     """
@@ -166,7 +178,8 @@ def count_in(
     for v in a:
         u = np.uint64(v) ^ _SIGN
         k = u >> fshift
-        if not (f[k >> np.uint64(6)] >> (k & np.uint64(63))) & np.uint64(1):
+        mask = _filter_mask(u, k, fshift)
+        if f[k >> np.uint64(6)] & mask != mask:
             continue
         b = np.int64(u >> shift)
         for t in range(off[b], off[b + 1]):
@@ -201,9 +214,12 @@ def probe_hits(
     entry an owner), ``own`` the owner of each entry, ``off``/``f`` its
     bucket offsets (:func:`bucket_offsets`) and bitmap (:func:`bit_filter`).
     Each entry counts once per file however often the file repeats the
-    window: an entry seen is stamped with ``mark`` (a number new for each
-    file; ``stamp`` starts at -1) and noted in ``seen`` (scratch, as long as
-    ``s``). ``hits`` (one counter an owner, all 0) is scratch and left all 0.
+    window: the entries of a value (one an owner, side by side) are stamped
+    with ``mark`` (a number new for each file; ``stamp`` starts at -1) and
+    noted in ``seen`` (scratch, as long as ``s``) the first time the file
+    holds it; again, its first entry's stamp ends the look-up (a register
+    header repeats its windows, a boilerplate window has hundreds of owners).
+    ``hits`` (one counter an owner, all 0) is scratch and left all 0.
     Returns (owners, distinct entries of each held). One pass over ``data``
     with nothing but the bitmap test for most windows (about 7 ns a byte for
     a table of 80,000 entries).
@@ -220,14 +236,23 @@ def probe_hits(
         if i + window < n:  # the next window's value, ahead of the lookups
             h = (h - np.uint64(data[i]) * top) * base + np.uint64(data[i + window])
         k = u >> fshift
-        if (f[k >> np.uint64(6)] >> (k & np.uint64(63))) & np.uint64(1):
+        mask = _filter_mask(u, k, fshift)
+        if f[k >> np.uint64(6)] & mask == mask:
             v = np.int64(u ^ _SIGN)
             b = np.int64(u >> shift)
-            for t in range(off[b], off[b + 1]):
-                if s[t] == v and stamp[t] != mark:
-                    stamp[t] = mark
-                    seen[ns] = t
-                    ns += 1
+            end = off[b + 1]
+            for t in range(off[b], end):
+                if s[t] == v:
+                    if stamp[t] != mark:  # first time in this file: the run of its owners
+                        j = t
+                        while j < end and s[j] == v:
+                            stamp[j] = mark
+                            seen[ns] = j
+                            ns += 1
+                            j += 1
+                    break  # a window the file repeats costs one test, whatever its owners
+                if s[t] > v:  # a bucket is sorted
+                    break
     nt = 0
     owners = np.empty(ns, dtype=np.int32)
     for j in range(ns):
