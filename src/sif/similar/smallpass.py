@@ -21,7 +21,7 @@ with probability ``SAMPLE_WINDOWS / |S(X)|``, so its hits are a binomial
 count of the shared windows, bounded as the fingerprints are
 (:data:`sif.core.evidence.CANDIDATE_Z`). Cost: one read and one pass of a
 rolling hash over every file of the scope's groups (numba, on all cores),
-one bitmap test a window, and the exact scoring of the pairs found.
+one filter test a window, and the exact scoring of the pairs found.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def _table(
     own = np.concatenate(owners) if owners else np.empty(0, np.int32)
     order = np.argsort(values, kind="stable")
     values, own = values[order], own[order]
-    # 16-32 bits of bitmap an entry: each window of the tree is one test of it.
+    # 16-32 bits of filter an entry: each window of the tree is one test of it.
     table = _Table(
         _sets.IndexedSet(values, filter_bits=5),
         own,
