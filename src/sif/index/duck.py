@@ -86,7 +86,7 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
-from sif.index import indexdir
+from sif.index import compaction, indexdir
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
 from sif.index.commitcols import Columns
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
@@ -97,9 +97,7 @@ from sif.index.store import (
     KnownFile,
     NewFile,
     ParamSet,
-    kind_code,
     param_set,
-    view_code,
 )
 
 CATALOG = indexdir.CATALOG
@@ -108,6 +106,9 @@ SCHEMA_VERSION = 6
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)
 
+#: DuckDB's memory limit for the writer's catalog connection (its cache and working
+#: memory; a query that needs more spills into the index's ``tmp/``).
+CATALOG_MEMORY = "128MB"
 #: Compact a parameter set once it has more segments than this...
 MAX_SEGMENTS = 8
 #: ... or once this share of its rows belongs to dropped files.
@@ -295,7 +296,14 @@ class DuckStore:
                 else:
                     # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB
                     # -> 0.27 MB for 2,450 files); the setting only applies at creation.
-                    con = duckdb.connect(path, config={"default_block_size": "16384"})
+                    # The writer's buffers are capped (a catalog of 1 M files is ~150 MB,
+                    # which DuckDB would otherwise keep cached); it spills into tmp/.
+                    config = {
+                        "default_block_size": "16384",
+                        "memory_limit": CATALOG_MEMORY,
+                        "temp_directory": os.path.join(self.directory, "tmp"),
+                    }
+                    con = duckdb.connect(path, config=config)
                 tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
                 if tables and "sif_meta" in tables:
                     app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
@@ -629,67 +637,33 @@ class DuckStore:
     def compact(self, pid: int) -> None:
         """Merge every segment of parameter set ``pid`` into one, without dead rows.
 
-        Cost: all its rows in memory (8 bytes each, plus a sort).
+        Streamed (:mod:`sif.index.compaction`): memory is bounded by
+        ``COMPACT_ROWS`` rows and ``COMPACT_FILES`` files at a time, whatever the
+        index's size. Cost: one read of every row and of the catalog's files, a sort
+        a range of rows.
         """
         con = self._con
-        old = con.execute("SELECT id, name FROM segments WHERE params_id = ?", [pid]).fetchall()
-        dead = con.execute(
-            "SELECT d.id FROM dead d JOIN segments s ON d.segment = s.id WHERE s.params_id = ?",
-            [pid],
+        old = con.execute(
+            "SELECT name, rows FROM segments WHERE params_id = ? ORDER BY id", [pid]
+        ).fetchall()
+        live = con.execute(
+            "SELECT id FROM files WHERE params_id = ? ORDER BY id", [pid]
         ).fetchnumpy()["id"]
-        values_parts, id_parts = [], []
-        for _, name in old:
-            seg = _open_segment(os.path.join(self.root, "segments", name))
-            values, ids = seg.all_rows()
-            seg.close()
-            if len(dead):
-                keep = ~np.isin(ids, dead)
-                values, ids = values[keep], ids[keep]
-            values_parts.append(values)
-            id_parts.append(ids)
-        cols = con.execute(
-            "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
-            "view, octet_length(coalesce(origin, path)) AS olen FROM files "
-            "WHERE params_id = ? ORDER BY id",
-            [pid],
-        ).fetchnumpy()
-        rows = [
-            (
-                int(i),
-                kind_code(str(k)),
-                int(nf),
-                int(nd),
-                int(s),
-                int(d),
-                int(n),
-                int(m),
-                bytes(g),
-                view_code(str(v)),
-                int(ol),
-            )
-            for i, k, nf, nd, s, d, n, m, g, v, ol in zip(
-                cols["id"],
-                cols["kind"],
-                cols["n_fp"],
-                cols["n_distinct"],
-                cols["size"],
-                cols["dev"],
-                cols["ino"],
-                cols["mtime_ns"],
-                cols["digest"],
-                cols["view"],
-                cols["olen"],
-                strict=True,
-            )
-        ]
-        files = make_files(rows, [bytes(p) for p in cols["path"]])
-        values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
-        all_ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.uint32)
-        local = np.searchsorted(files.records["id"], all_ids).astype(np.uint32)
+        live = np.asarray(live, dtype=np.uint32)
+        n_rows = int(
+            con.execute(
+                "SELECT coalesce(sum(n_fp), 0) FROM files WHERE params_id = ?", [pid]
+            ).fetchone()[0]  # type: ignore[index]
+        )
+        segdir = os.path.join(self.root, "segments")
+        openers = [functools.partial(_open_segment, os.path.join(segdir, n)) for n, _ in old]
         seg_id = self._int_meta("next_segment_id")
         name = f"seg-{seg_id:06d}"
-        directory = os.path.join(self.root, "segments", name)
-        write_segment(directory, files, values, local)
+        directory = os.path.join(segdir, name)
+        stored = sum(int(r) for _, r in old)
+        rows = compaction.merged_rows(openers, live, stored, compaction.COMPACT_ROWS)
+        files = compaction.file_chunks(con, pid, live, compaction.COMPACT_FILES)
+        compaction.write_streamed(directory, len(live), n_rows, rows, files)
         checks = json.dumps(checksum_files(directory))
         con.execute("BEGIN TRANSACTION")
         try:
@@ -702,7 +676,7 @@ class DuckStore:
             con.execute(
                 "INSERT INTO segments (id, params_id, name, files, rows, checks) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [seg_id, pid, name, len(files.records), len(values), checks],
+                [seg_id, pid, name, len(live), n_rows, checks],
             )
             self._set_meta("next_segment_id", seg_id + 1)
             self._set_meta("generation", self._int_meta("generation") + 1)
