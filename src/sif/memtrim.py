@@ -21,7 +21,7 @@ def _malloc_trim() -> Callable[[int], Any] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
 

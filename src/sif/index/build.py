@@ -43,8 +43,8 @@ from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
 #: ... or this many entries (what waits for a commit is ~1 KB of Python objects an
-#: entry: 32 MB at most, whatever the files' sizes)...
-CHECKPOINT_ENTRIES = 32768
+#: entry: 16 MB at most, whatever the files' sizes)...
+CHECKPOINT_ENTRIES = 16384
 #: ... or this many seconds, whichever comes first.
 CHECKPOINT_SECONDS = 30.0
 #: The small-file tier (Manber, section 6: "each file needs at least 10-20
@@ -328,7 +328,10 @@ def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Pl
     get = row_of.get
     dirs = cols.dirs
     paths = map(str.__add__, map(dirs.__getitem__, cols.dir_of), cols.names)  # one at a time
-    pos = np.fromiter((get(p, -1) for p in paths), dtype=np.int64, count=len(cols))
+    if n:
+        pos = np.fromiter((get(p, -1) for p in paths), dtype=np.int64, count=len(cols))
+    else:  # a new index: nothing to look up
+        pos = np.full(len(cols), -1, dtype=np.int64)
     hit = pos >= 0
     same = hit.copy()
     if n and len(cols):
@@ -466,6 +469,7 @@ def build_index(
         progress.stage("walking", None)
         walkers = None if (warming and engine is None) or pool is None else pool
         cols, _ = parallel_walk(abs_roots, options, on_warning, walkers, jobs + 1, progress)
+        release_memory()  # the walk's bookkeeping (a record a directory read ahead)
         stats.walk_digest = cols.digest()
         stats.walked = cols
         known = store.known_columns(pset)

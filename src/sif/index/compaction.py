@@ -64,7 +64,7 @@ class _NpyStream:
             "fortran_order": False,
             "shape": (length,),
         }
-        np.lib.format.write_array_header_1_0(self.f, header)  # type: ignore[no-untyped-call]
+        np.lib.format.write_array_header_1_0(self.f, header)
 
     def write(self, arr: npt.NDArray[Any]) -> None:
         arr = np.ascontiguousarray(arr, dtype=self.dtype)
@@ -151,7 +151,7 @@ def _write_pieces(
         np.cumsum(counts, out=offsets[1:])
         _save(join(tmp, "offsets.npy"), offsets)
     lcps: list[npt.NDArray[np.uint8]] = []
-    lens: list[npt.NDArray[np.int64]] = []
+    lens: list[npt.NDArray[Any]] = []
     with (
         _NpyStream(join(tmp, "files.npy"), FILE_DTYPE, n_files) as recs,
         open(join(tmp, "paths.bin"), "wb") as out,
@@ -161,7 +161,7 @@ def _write_pieces(
             suffixes, lcp, off = front_code(paths, offsets_)
             out.write(suffixes)
             lcps.append(lcp)
-            lens.append(np.diff(np.asarray(off, dtype=np.int64)))
+            lens.append(np.diff(off.astype(np.int64)))
         out.flush()
         os.fsync(out.fileno())
     lens_all = np.concatenate(lens) if lens else np.empty(0, np.int64)
