@@ -20,16 +20,20 @@ hold (tests compare both, with tiny chunks).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
+import json
 import os
 import shutil
 from collections.abc import Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from sif.index.checks import corrupt
+from sif.index.checks import checksum_files, corrupt
 from sif.index.indexdir import temp_dir
 from sif.index.segments import (
     BUCKET_BITS,
@@ -44,6 +48,9 @@ from sif.index.segments import (
     front_code,
 )
 from sif.memtrim import release_memory
+
+if TYPE_CHECKING:
+    from sif.index.duck import DuckStore
 
 U32 = npt.NDArray[np.uint32]
 
@@ -244,3 +251,59 @@ def file_chunks(
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, paths), dtype=np.int64, count=n), out=offsets[1:])
         yield rec, b"".join(paths), offsets
+
+
+def compact(store: DuckStore, pid: int) -> None:
+    """Merge every segment of parameter set ``pid`` into one, without dead rows.
+
+    Memory is bounded by :data:`COMPACT_ROWS` rows and :data:`COMPACT_FILES`
+    files at a time, whatever the index's size. Cost: one read of every row and
+    of the catalog's files, a sort a range of rows.
+    """
+    from sif.index.duck import _open_segment as open_segment
+
+    self = store
+    con = self._con
+    old = con.execute(
+        "SELECT name, rows FROM segments WHERE params_id = ? ORDER BY id", [pid]
+    ).fetchall()
+    live = con.execute("SELECT id FROM files WHERE params_id = ? ORDER BY id", [pid]).fetchnumpy()[
+        "id"
+    ]
+    live = np.asarray(live, dtype=np.uint32)
+    n_rows = int(
+        con.execute(
+            "SELECT coalesce(sum(n_fp), 0) FROM files WHERE params_id = ?", [pid]
+        ).fetchone()[0]  # type: ignore[index]
+    )
+    segdir = os.path.join(self.root, "segments")
+    openers = [functools.partial(open_segment, os.path.join(segdir, n)) for n, _ in old]
+    seg_id = self._int_meta("next_segment_id")
+    name = f"seg-{seg_id:06d}"
+    directory = os.path.join(segdir, name)
+    stored = sum(int(r) for _, r in old)
+    rows = merged_rows(openers, live, stored, COMPACT_ROWS)
+    files = file_chunks(con, pid, live, COMPACT_FILES)
+    write_streamed(directory, len(live), n_rows, rows, files)
+    checks = json.dumps(checksum_files(directory))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "DELETE FROM dead WHERE segment IN (SELECT id FROM segments WHERE params_id = ?)",
+            [pid],
+        )
+        con.execute("DELETE FROM segments WHERE params_id = ?", [pid])
+        con.execute("UPDATE files SET segment = ? WHERE params_id = ?", [seg_id, pid])
+        con.execute(
+            "INSERT INTO segments (id, params_id, name, files, rows, checks) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [seg_id, pid, name, len(live), n_rows, checks],
+        )
+        self._set_meta("next_segment_id", seg_id + 1)
+        self._set_meta("generation", self._int_meta("generation") + 1)
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
+            con.execute("ROLLBACK")
+        raise
+    self._publish()

@@ -88,10 +88,10 @@ from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index import compaction, indexdir
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
-from sif.index.commitcols import Columns
+from sif.index.commitcols import commit_entries
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
 from sif.index.schema import MIGRATIONS
-from sif.index.segments import Segment, make_files, write_segment
+from sif.index.segments import Segment
 from sif.index.store import (
     KnownColumns,
     KnownFile,
@@ -486,12 +486,16 @@ class DuckStore:
             return KnownColumns.empty()
         enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
         origins: list[str] = []
-        parts: dict[str, list[npt.NDArray[Any]]] = {}
+        types = {"id": np.uint32, "dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
+        types |= {"mtime_ns": np.int64, "ctime_ns": np.int64}
         with catalog_errors(os.path.join(self.root, CATALOG)):
-            lo, hi = self._con.execute(
-                "SELECT coalesce(min(id), 0), coalesce(max(id), -1) FROM files WHERE params_id = ?",
+            lo, hi, n = self._con.execute(
+                "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*) FROM files "
+                "WHERE params_id = ?",
                 [pid],
             ).fetchone()  # type: ignore[misc]
+            out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
+            pos = 0
             for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
                 cols = self._con.execute(
                     "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, "
@@ -500,22 +504,21 @@ class DuckStore:
                     [pid, start, start + KNOWN_CHUNK],
                 ).fetchnumpy()
                 origins += [o.decode(enc, errors) for o in cols.pop("origin")]
+                m = len(cols["id"])
                 for k, v in cols.items():
-                    parts.setdefault(k, []).append(np.asarray(v))
+                    out[k][pos : pos + m] = np.asarray(v)
+                pos += m
                 del cols
-
-        def col(name: str, dtype: type) -> npt.NDArray[Any]:
-            got = parts.get(name)
-            return np.concatenate(got).astype(dtype) if got else np.empty(0, dtype)
-
+        if pos != len(origins) or pos != int(n):
+            raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
         return KnownColumns(
             origins,
-            col("id", np.uint32),
-            col("dev", np.uint64),
-            col("ino", np.uint64),
-            col("file_size", np.int64),
-            col("mtime_ns", np.int64),
-            col("ctime_ns", np.int64),
+            out["id"],
+            out["dev"],
+            out["ino"],
+            out["file_size"],
+            out["mtime_ns"],
+            out["ctime_ns"],
         )
 
     @_writes
@@ -536,90 +539,7 @@ class DuckStore:
         added: Sequence[NewFile],
         dropped: Sequence[int],
     ) -> None:
-        con = self._con
-        pid = self._params_id(param_set(params), anchors)
-        first = self._int_meta("next_file_id")
-        seg_id = self._int_meta("next_segment_id")
-        name = f"seg-{seg_id:06d}"
-        ids = np.arange(first, first + len(added), dtype=np.uint32)
-        if added:
-            cols = Columns(added, UNKNOWN_CTIME)
-            files = make_files(
-                list(
-                    zip(
-                        ids.tolist(),
-                        cols.kinds,
-                        cols.n_fp,
-                        cols.n_distinct,
-                        cols.sizes,
-                        cols.devs,
-                        cols.inos,
-                        cols.mtimes,
-                        cols.digests,
-                        cols.views,
-                        [len(o) for o in cols.origins],
-                        strict=True,
-                    )
-                ),
-                cols.paths,
-            )
-            directory = os.path.join(self.root, "segments", name)
-            write_segment(directory, files, cols.fingerprints)
-            checks = json.dumps(checksum_files(directory))
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if added:
-                obj = functools.partial(np.array, dtype=object)
-                batch = {
-                    "id": ids,
-                    "path": obj(cols.paths),
-                    "dev": np.array(cols.devs, dtype=np.uint64),
-                    "ino": np.array(cols.inos, dtype=np.uint64),
-                    "size": np.array(cols.sizes, dtype=np.int64),
-                    "mtime_ns": np.array(cols.mtimes, dtype=np.int64),
-                    "kind": obj([s.kind for s in cols.scans]),
-                    "digest": obj(cols.digests),
-                    "n_fp": np.array(cols.n_fp, dtype=np.uint32),
-                    "n_distinct": np.array(cols.n_distinct, dtype=np.uint32),
-                    "view": obj([s.view for s in cols.scans]),
-                    "origin": obj(cols.origins),
-                    "file_size": np.array(cols.file_sizes, dtype=np.int64),
-                    "ctime_ns": np.array(cols.ctimes, dtype=np.int64),
-                }
-                con.register("sif_batch", batch)
-                con.execute(
-                    "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
-                    "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns) "
-                    "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
-                    "n_distinct, ?, view, nullif(origin, path), file_size, "
-                    f"nullif(ctime_ns, {UNKNOWN_CTIME}) "
-                    "FROM sif_batch",
-                    [pid, seg_id],
-                )
-                con.unregister("sif_batch")
-                con.execute(
-                    "INSERT INTO segments (id, params_id, name, files, rows, checks) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [seg_id, pid, name, len(added), sum(cols.n_fp), checks],
-                )
-                self._set_meta("next_file_id", first + len(added))
-                self._set_meta("next_segment_id", seg_id + 1)
-            if dropped:
-                con.register("sif_drop", {"id": np.asarray(dropped, dtype=np.uint32)})
-                con.execute(
-                    "INSERT INTO dead SELECT id, segment, n_fp FROM files "
-                    "WHERE id IN (SELECT id FROM sif_drop)"
-                )
-                con.execute("DELETE FROM files WHERE id IN (SELECT id FROM sif_drop)")
-                con.unregister("sif_drop")
-            self._set_meta("last_params", pid)
-            self._set_meta("generation", self._int_meta("generation") + 1)
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
-                con.execute("ROLLBACK")
-            raise
-        self._publish()
+        commit_entries(self, params, anchors, added, dropped, UNKNOWN_CTIME)
 
     @_writes
     def finish(
@@ -657,57 +577,9 @@ class DuckStore:
 
     @_writes
     def compact(self, pid: int) -> None:
-        """Merge every segment of parameter set ``pid`` into one, without dead rows.
-
-        Streamed (:mod:`sif.index.compaction`): memory is bounded by
-        ``COMPACT_ROWS`` rows and ``COMPACT_FILES`` files at a time, whatever the
-        index's size. Cost: one read of every row and of the catalog's files, a sort
-        a range of rows.
-        """
-        con = self._con
-        old = con.execute(
-            "SELECT name, rows FROM segments WHERE params_id = ? ORDER BY id", [pid]
-        ).fetchall()
-        live = con.execute(
-            "SELECT id FROM files WHERE params_id = ? ORDER BY id", [pid]
-        ).fetchnumpy()["id"]
-        live = np.asarray(live, dtype=np.uint32)
-        n_rows = int(
-            con.execute(
-                "SELECT coalesce(sum(n_fp), 0) FROM files WHERE params_id = ?", [pid]
-            ).fetchone()[0]  # type: ignore[index]
-        )
-        segdir = os.path.join(self.root, "segments")
-        openers = [functools.partial(_open_segment, os.path.join(segdir, n)) for n, _ in old]
-        seg_id = self._int_meta("next_segment_id")
-        name = f"seg-{seg_id:06d}"
-        directory = os.path.join(segdir, name)
-        stored = sum(int(r) for _, r in old)
-        rows = compaction.merged_rows(openers, live, stored, compaction.COMPACT_ROWS)
-        files = compaction.file_chunks(con, pid, live, compaction.COMPACT_FILES)
-        compaction.write_streamed(directory, len(live), n_rows, rows, files)
-        checks = json.dumps(checksum_files(directory))
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute(
-                "DELETE FROM dead WHERE segment IN (SELECT id FROM segments WHERE params_id = ?)",
-                [pid],
-            )
-            con.execute("DELETE FROM segments WHERE params_id = ?", [pid])
-            con.execute("UPDATE files SET segment = ? WHERE params_id = ?", [seg_id, pid])
-            con.execute(
-                "INSERT INTO segments (id, params_id, name, files, rows, checks) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [seg_id, pid, name, len(live), n_rows, checks],
-            )
-            self._set_meta("next_segment_id", seg_id + 1)
-            self._set_meta("generation", self._int_meta("generation") + 1)
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
-                con.execute("ROLLBACK")
-            raise
-        self._publish()
+        """Merge every segment of parameter set ``pid`` into one, without dead rows
+        (:func:`sif.index.compaction.compact`: streamed, memory bounded)."""
+        compaction.compact(self, pid)
 
     def recorded_state(self) -> tuple[Manifest, npt.NDArray[np.uint32], dict[str, str]]:
         """The state the catalog records: (manifest, dead ids, anchor file -> JSON)."""
