@@ -31,7 +31,10 @@ A script, not a timed test. Two parts:
     python bench/scale.py compare /work/scale/100k /work/scale/1m   # the ratios, from run's JSON
 
 The trees and indexes live outside the repository (``--root``); each run's
-figures go to ``ROOT.run.json`` beside the tree.
+figures go to ``ROOT.run.json`` beside the tree, or with ``--work DIR`` (the
+indexes and outputs there) beside ``DIR``. ``--commands index-full`` times a
+fresh index only and leaves the tree untouched; ``index`` also appends to 1% of
+the files for the incremental run (and truncates them back).
 """
 
 from __future__ import annotations
