@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -75,7 +75,7 @@ class IndexStats:
     bytes_read: int = 0
     commits: int = 0
     seconds: float = 0.0
-    read_rows: array[int] = field(default_factory=lambda: array("q"), repr=False)
+    read_rows: MutableSequence[int] = field(default_factory=lambda: array("q"), repr=False)
     """Rows of :attr:`walked` read in this run, in completion order (8 bytes a file)."""
     walk_digest: str = ""
     """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
