@@ -31,7 +31,10 @@ A script, not a timed test. Two parts:
     python bench/scale.py compare /work/scale/100k /work/scale/1m   # the ratios, from run's JSON
 
 The trees and indexes live outside the repository (``--root``); each run's
-figures go to ``ROOT.run.json`` beside the tree.
+figures go to ``ROOT.run.json`` beside the tree, or with ``--work DIR`` (the
+indexes and outputs there) beside ``DIR``. ``--commands index-full`` times a
+fresh index only and leaves the tree untouched; ``index`` also appends to 1% of
+the files for the incremental run (and truncates them back).
 """
 
 from __future__ import annotations
@@ -314,12 +317,14 @@ def measure(name: str, argv: list[str], work: Path) -> dict[str, object]:
     return row
 
 
-def run(root: Path, commands: list[str]) -> None:
+def run(root: Path, commands: list[str], work: Path | None = None) -> None:
     root = root.resolve()
     if not (root / ".scale.json").exists():
         raise SystemExit(f"{root}: no generated tree (run generate first)")
     params = json.loads((root / ".scale.json").read_text())
-    work = root.parent / f"{root.name}.work"
+    if work is None:
+        work = root.parent / f"{root.name}.work"
+    work = work.resolve()
     if work.exists():
         shutil.rmtree(work)
     work.mkdir()
@@ -334,8 +339,9 @@ def run(root: Path, commands: list[str]) -> None:
     index = work / "index"
     if "dupes" in commands:
         rows.append(measure("dupes", [sif, "dupes", "-q", "--format", "fdupes", str(root)], work))
-    if "index" in commands:
+    if "index" in commands or "index-full" in commands:
         rows.append(measure("index", [sif, "index", "-q", "--index", str(index), str(root)], work))
+    if "index" in commands:  # the incremental run changes the tree (and puts it back)
         changed = changed_files(root)
         sizes = []
         for p in changed:
@@ -354,7 +360,7 @@ def run(root: Path, commands: list[str]) -> None:
     if "similar" in commands:
         argv = [sif, "similar", "-q", "--index", str(work / "index-similar"), str(root)]
         rows.append(measure("similar", argv, work))
-    out = root.parent / f"{root.name}.run.json"
+    out = work.parent / f"{root.name}.run.json"
     if out.exists():  # keep the figures of the commands not run this time
         old = json.loads(out.read_text())
         if old.get("params") == params:
@@ -403,7 +409,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     r = sub.add_parser("run")
     r.add_argument("--root", type=Path, required=True)
-    r.add_argument("--commands", default="dupes,index,similar")
+    r.add_argument(
+        "--commands",
+        default="dupes,index,similar",
+        help="index-full: the full index only (the tree is left untouched)",
+    )
+    r.add_argument(
+        "--work",
+        type=Path,
+        help="where the indexes, outputs and figures go (default ROOT.work beside the tree)",
+    )
     c = sub.add_parser("compare")
     c.add_argument("small", type=Path)
     c.add_argument("large", type=Path)
@@ -411,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "generate":
         generate(args.root.resolve(), args.files, args.seed, args.linux, args.dense)
     elif args.what == "run":
-        run(args.root, [c for c in args.commands.split(",") if c])
+        run(args.root, [c for c in args.commands.split(",") if c], args.work)
     else:
         compare(args.small.resolve(), args.large.resolve())
     return 0

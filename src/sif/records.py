@@ -185,7 +185,10 @@ class RecordColumns:
         h.update(b"%d\0" % len(self))
         h.update("\0".join([self.dirs[i] for i in by_path]).encode("utf-8", "surrogateescape"))
         h.update(b"\0\0")
-        h.update("\0".join([names[i] for i in order.tolist()]).encode("utf-8", "surrogateescape"))
+        step = 1 << 16  # the names joined a slice at a time: the same bytes, hashed in pieces
+        for lo in range(0, len(order), step):
+            part = "\0".join(map(names.__getitem__, order[lo : lo + step].tolist()))
+            h.update((("\0" if lo else "") + part).encode("utf-8", "surrogateescape"))
         h.update(dir_rank[order].tobytes())
         for col, dtype in ((self.dev, np.uint64), (self.ino, np.uint64)):
             h.update(np.frombuffer(col, dtype=dtype)[order].tobytes())

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,10 +37,14 @@ from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
 from sif.index.store import IndexStore, KnownColumns, NewFile, ParamSet, open_store
+from sif.memtrim import release_memory
 from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
 
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
+#: ... or this many entries (what waits for a commit is ~1 KB of Python objects an
+#: entry: 16 MB at most, whatever the files' sizes)...
+CHECKPOINT_ENTRIES = 16384
 #: ... or this many seconds, whichever comes first.
 CHECKPOINT_SECONDS = 30.0
 #: The small-file tier (Manber, section 6: "each file needs at least 10-20
@@ -70,14 +75,20 @@ class IndexStats:
     bytes_read: int = 0
     commits: int = 0
     seconds: float = 0.0
-    read_paths: list[str] = field(default_factory=list, repr=False)
-    """Paths read in this run, in completion order (tests assert what was re-read)."""
+    read_rows: MutableSequence[int] = field(default_factory=lambda: array("q"), repr=False)
+    """Rows of :attr:`walked` read in this run, in completion order (8 bytes a file)."""
     walk_digest: str = ""
     """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
     exactly those files, unless ``failed`` (a stat walk giving the same digest later
     means nothing under the roots changed)."""
     walked: RecordColumns | None = field(default=None, repr=False, compare=False)
     """This run's walk: the files in the scope of the command (its filters applied)."""
+
+    @property
+    def read_paths(self) -> list[str]:
+        """Paths read in this run, in completion order (tests assert what was re-read)."""
+        walked = self.walked
+        return [] if walked is None else [walked.path(i) for i in self.read_rows]
 
 
 # Set before the pool forks, so that workers inherit them instead of receiving
@@ -235,12 +246,26 @@ def _fresh(index: str | os.PathLike[str] | None, rebuild: bool) -> bool:
     return rebuild or not os.path.exists(os.path.join(index or default_index_path(), CATALOG))
 
 
-def _batches(items: Iterable[_Item]) -> Iterator[list[_Item]]:
-    batch: list[_Item] = []
+def _item(cols: RecordColumns, i: int) -> _Item:
+    return (
+        cols.path(i),
+        cols.dev[i],
+        cols.ino[i],
+        cols.size[i],
+        cols.mtime_ns[i],
+        cols.ctime_ns[i],
+    )
+
+
+def _batches(cols: RecordColumns, rows: npt.NDArray[np.int64]) -> Iterator[list[int]]:
+    """``rows`` of ``cols`` cut into batches of :data:`BATCH_FILES` files or
+    :data:`BATCH_BYTES` bytes at most (a file larger than that alone)."""
+    batch: list[int] = []
     size = 0
-    for item in items:
-        batch.append(item)
-        size += item[3]
+    sizes = cols.size
+    for i in rows.tolist():
+        batch.append(i)
+        size += sizes[i]
         if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
             yield batch
             batch, size = [], 0
@@ -277,7 +302,7 @@ def _unchanged_on_disk(origin: str, known: KnownColumns, i: int) -> bool:
 class _Plan:
     """What a run must do: files to read, old entries they replace, entries that go."""
 
-    todo: list[_Item]
+    todo: npt.NDArray[np.int64]  # rows of the walk to read, in walk order
     replaced: dict[str, list[int]]  # path on disk -> ids of its entries now
     gone: list[int]  # ids of the entries of files under the roots gone from disk (or changed)
     new: int
@@ -300,12 +325,16 @@ def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Pl
     n = len(known.ids)
     origins = known.origins
     row_of = dict(zip(origins, range(n), strict=True))  # an origin -> one of its rows
-    paths = cols.paths
     get = row_of.get
-    pos = np.fromiter((get(p, -1) for p in paths), dtype=np.int64, count=len(paths))
+    dirs = cols.dirs
+    paths = map(str.__add__, map(dirs.__getitem__, cols.dir_of), cols.names)  # one at a time
+    if n:
+        pos = np.fromiter((get(p, -1) for p in paths), dtype=np.int64, count=len(cols))
+    else:  # a new index: nothing to look up
+        pos = np.full(len(cols), -1, dtype=np.int64)
     hit = pos >= 0
     same = hit.copy()
-    if n and len(paths):
+    if n and len(cols):
         p = np.where(hit, pos, 0)
         same &= known.dev[p] == np.frombuffer(cols.dev, dtype=np.uint64)
         same &= known.ino[p] == np.frombuffer(cols.ino, dtype=np.uint64)
@@ -314,10 +343,7 @@ def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Pl
         if known.ctime_ns is not None:
             same &= known.ctime_ns[p] == np.frombuffer(cols.ctime_ns, dtype=np.int64)
     changed = hit & ~same
-    todo: list[_Item] = [
-        (paths[i], cols.dev[i], cols.ino[i], cols.size[i], cols.mtime_ns[i], cols.ctime_ns[i])
-        for i in np.flatnonzero(~same).tolist()
-    ]
+    todo = np.flatnonzero(~same)
     # Each row's representative row (all rows of an origin share one): which rows met.
     rep = np.fromiter((row_of[o] for o in origins), dtype=np.int64, count=n)
     met = np.zeros(n, dtype=bool)
@@ -443,31 +469,49 @@ def build_index(
         progress.stage("walking", None)
         walkers = None if (warming and engine is None) or pool is None else pool
         cols, _ = parallel_walk(abs_roots, options, on_warning, walkers, jobs + 1, progress)
+        release_memory()  # the walk's bookkeeping (a record a directory read ahead)
         stats.walk_digest = cols.digest()
         stats.walked = cols
         known = store.known_columns(pset)
+        empty = not len(known.ids)
         plan = _plan(cols, known, abs_roots)
+        del known  # only the plan's ids are needed now
         todo, replaced, gone = plan.todo, plan.replaced, plan.gone
+        release_memory()  # the walk's and the plan's transient objects
         stats.new, stats.changed, stats.unchanged = plan.new, plan.changed, plan.unchanged
         stats.removed = plan.removed
         progress.log(
             f"{stats.new:,} new, {stats.changed:,} changed, {stats.unchanged:,} unchanged, "
             f"{stats.removed:,} removed"
         )
-        progress.stage("fingerprinting", sum(t[3] for t in todo), unit="bytes")
+        todo_bytes = int(np.frombuffer(cols.size, dtype=np.int64)[todo].sum()) if len(cols) else 0
+        progress.stage("fingerprinting", todo_bytes, unit="bytes")
         pending: list[NewFile] = []
         dropped: list[int] = []
         pending_bytes = 0
         last = time.monotonic()
-        bulk = warming or sum(t[3] for t in todo) >= 2 * JIT_MIN_BYTES
-        jobs_in = ((bulk, b) for b in _batches(todo))
-        mapped = (
-            engine.scan(todo, bulk, params, anchors, content)
-            if engine is not None
-            else shared_map(_scan_batch, jobs_in, pool, share=False)
-        )
-        for _, results in mapped:
-            for r in results:
+        bulk = warming or todo_bytes >= 2 * JIT_MIN_BYTES
+        # The rows of each batch in flight, by its number (a batch's items are made as
+        # the pool takes it: no Python object a file to read waits here).
+        inflight: dict[int, list[int]] = {}
+
+        def jobs_in() -> Iterator[tuple[bool, list[_Item]]]:
+            for k, rows in enumerate(_batches(cols, todo)):
+                inflight[k] = rows
+                yield bulk, [_item(cols, i) for i in rows]
+
+        if engine is not None:  # reads come back in walk order (the engine's parts)
+            items = [_item(cols, i) for i in todo.tolist()]
+            mapped: Iterator[tuple[int, list[_Read]]] = engine.scan(
+                items, bulk, params, anchors, content
+            )
+            del items
+            order = iter(todo.tolist())
+        else:
+            mapped = shared_map(_scan_batch, jobs_in(), pool, share=False)
+        for k, results in mapped:
+            rows_of = iter(inflight.pop(k)) if engine is None else order
+            for r, row in zip(results, rows_of, strict=False):  # order: shared by parts
                 for w in r.warnings:
                     on_warning(w)
                 if r.path in replaced:  # changed (or now unreadable): its old entries go
@@ -480,19 +524,26 @@ def build_index(
                 size = r.entries[0].disk_size if r.entries else 0
                 stats.files_read += 1
                 stats.bytes_read += size
-                stats.read_paths.append(r.path)
+                stats.read_rows.append(row)
                 pending_bytes += sum(e.scan.size for e in r.entries)
                 progress.advance(size)
-            if pending_bytes >= checkpoint_bytes or time.monotonic() - last >= checkpoint_seconds:
+            if (
+                pending_bytes >= checkpoint_bytes
+                or len(pending) >= CHECKPOINT_ENTRIES
+                or time.monotonic() - last >= checkpoint_seconds
+            ):
                 store.commit(pset, anchors, pending, dropped)
                 stats.commits += 1
                 pending, dropped, pending_bytes = [], [], 0
+                release_memory()
                 last = time.monotonic()
-        if (
-            pending or dropped or gone or not len(known.ids)
-        ):  # a run that changes nothing commits nothing
+        if pending or dropped or gone or empty:  # a run that changes nothing commits nothing
             store.commit(pset, anchors, pending, dropped + gone)
             stats.commits += 1
+        pending, dropped = [], []
+        if pool is not None:  # no more reads: the workers' memory goes before compaction
+            pool.shutdown()
+        release_memory()
         progress.stage("compacting", None)
         store.finish(pset, roots=abs_roots)
     finally:

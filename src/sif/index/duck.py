@@ -86,20 +86,18 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
-from sif.index import indexdir
+from sif.index import compaction, indexdir
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
-from sif.index.commitcols import Columns
+from sif.index.commitcols import commit_entries
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
 from sif.index.schema import MIGRATIONS
-from sif.index.segments import Segment, make_files, write_segment
+from sif.index.segments import Segment
 from sif.index.store import (
     KnownColumns,
     KnownFile,
     NewFile,
     ParamSet,
-    kind_code,
     param_set,
-    view_code,
 )
 
 CATALOG = indexdir.CATALOG
@@ -108,6 +106,11 @@ SCHEMA_VERSION = 6
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)
 
+#: DuckDB's memory limit for the writer's catalog connection (its cache and working
+#: memory; a query that needs more spills into the index's ``tmp/``).
+CATALOG_MEMORY = "32MB"
+#: Catalog ids read at a time by :meth:`DuckStore.known_columns`.
+KNOWN_CHUNK = 1 << 16
 #: Compact a parameter set once it has more segments than this...
 MAX_SEGMENTS = 8
 #: ... or once this share of its rows belongs to dropped files.
@@ -295,7 +298,16 @@ class DuckStore:
                 else:
                     # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB
                     # -> 0.27 MB for 2,450 files); the setting only applies at creation.
-                    con = duckdb.connect(path, config={"default_block_size": "16384"})
+                    # The writer's buffers are capped (a catalog of 1 M files is ~150 MB,
+                    # which DuckDB would otherwise keep cached; 128MB: 623 MB summed at
+                    # 1 M files, 32MB: 493 MB); it spills into tmp/.
+                    config: dict[str, str | bool | int | float | list[str]] = {
+                        "default_block_size": "16384",
+                        "memory_limit": CATALOG_MEMORY,
+                        "allocator_flush_threshold": "16MB",  # freed buffers go back sooner
+                        "temp_directory": os.path.join(self.directory, "tmp"),
+                    }
+                    con = duckdb.connect(path, config=config)
                 tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
                 if tables and "sif_meta" in tables:
                     app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
@@ -465,27 +477,48 @@ class DuckStore:
         return self.known_columns(params).by_origin()
 
     def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
-        """One row per live entry (unordered). Cost: a scan of ``files`` with no sort and
-        a decode of each origin (~15 ms for 38k files)."""
+        """One row per live entry (by id). Cost: a scan of ``files`` with no sort and
+        a decode of each origin (~15 ms for 38k files); read :data:`KNOWN_CHUNK` ids
+        at a time, so that the raw origins of only one chunk are held beside the
+        decoded ones."""
         pid = self._find_params(param_set(params))
         if pid is None:
             return KnownColumns.empty()
-        with catalog_errors(os.path.join(self.root, CATALOG)):
-            cols = self._con.execute(
-                "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, mtime_ns, "
-                f"coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
-                "FROM files WHERE params_id = ?",
-                [pid],
-            ).fetchnumpy()
         enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        origins: list[str] = []
+        types = {"id": np.uint32, "dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
+        types |= {"mtime_ns": np.int64, "ctime_ns": np.int64}
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            lo, hi, n = self._con.execute(
+                "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*) FROM files "
+                "WHERE params_id = ?",
+                [pid],
+            ).fetchone()  # type: ignore[misc]
+            out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
+            pos = 0
+            for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
+                cols = self._con.execute(
+                    "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, "
+                    f"mtime_ns, coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
+                    "FROM files WHERE params_id = ? AND id >= ? AND id < ? ORDER BY id",
+                    [pid, start, start + KNOWN_CHUNK],
+                ).fetchnumpy()
+                origins += [o.decode(enc, errors) for o in cols.pop("origin")]
+                m = len(cols["id"])
+                for k, v in cols.items():
+                    out[k][pos : pos + m] = np.asarray(v)
+                pos += m
+                del cols
+        if pos != len(origins) or pos != int(n):
+            raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
         return KnownColumns(
-            [o.decode(enc, errors) for o in cols["origin"]],
-            np.asarray(cols["id"], dtype=np.uint32),
-            np.asarray(cols["dev"], dtype=np.uint64),
-            np.asarray(cols["ino"], dtype=np.uint64),
-            np.asarray(cols["file_size"], dtype=np.int64),
-            np.asarray(cols["mtime_ns"], dtype=np.int64),
-            np.asarray(cols["ctime_ns"], dtype=np.int64),
+            origins,
+            out["id"],
+            out["dev"],
+            out["ino"],
+            out["file_size"],
+            out["mtime_ns"],
+            out["ctime_ns"],
         )
 
     @_writes
@@ -506,90 +539,7 @@ class DuckStore:
         added: Sequence[NewFile],
         dropped: Sequence[int],
     ) -> None:
-        con = self._con
-        pid = self._params_id(param_set(params), anchors)
-        first = self._int_meta("next_file_id")
-        seg_id = self._int_meta("next_segment_id")
-        name = f"seg-{seg_id:06d}"
-        ids = np.arange(first, first + len(added), dtype=np.uint32)
-        if added:
-            cols = Columns(added, UNKNOWN_CTIME)
-            files = make_files(
-                list(
-                    zip(
-                        ids.tolist(),
-                        cols.kinds,
-                        cols.n_fp,
-                        cols.n_distinct,
-                        cols.sizes,
-                        cols.devs,
-                        cols.inos,
-                        cols.mtimes,
-                        cols.digests,
-                        cols.views,
-                        [len(o) for o in cols.origins],
-                        strict=True,
-                    )
-                ),
-                cols.paths,
-            )
-            directory = os.path.join(self.root, "segments", name)
-            write_segment(directory, files, cols.fingerprints)
-            checks = json.dumps(checksum_files(directory))
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if added:
-                obj = functools.partial(np.array, dtype=object)
-                batch = {
-                    "id": ids,
-                    "path": obj(cols.paths),
-                    "dev": np.array(cols.devs, dtype=np.uint64),
-                    "ino": np.array(cols.inos, dtype=np.uint64),
-                    "size": np.array(cols.sizes, dtype=np.int64),
-                    "mtime_ns": np.array(cols.mtimes, dtype=np.int64),
-                    "kind": obj([s.kind for s in cols.scans]),
-                    "digest": obj(cols.digests),
-                    "n_fp": np.array(cols.n_fp, dtype=np.uint32),
-                    "n_distinct": np.array(cols.n_distinct, dtype=np.uint32),
-                    "view": obj([s.view for s in cols.scans]),
-                    "origin": obj(cols.origins),
-                    "file_size": np.array(cols.file_sizes, dtype=np.int64),
-                    "ctime_ns": np.array(cols.ctimes, dtype=np.int64),
-                }
-                con.register("sif_batch", batch)
-                con.execute(
-                    "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
-                    "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns) "
-                    "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
-                    "n_distinct, ?, view, nullif(origin, path), file_size, "
-                    f"nullif(ctime_ns, {UNKNOWN_CTIME}) "
-                    "FROM sif_batch",
-                    [pid, seg_id],
-                )
-                con.unregister("sif_batch")
-                con.execute(
-                    "INSERT INTO segments (id, params_id, name, files, rows, checks) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [seg_id, pid, name, len(added), sum(cols.n_fp), checks],
-                )
-                self._set_meta("next_file_id", first + len(added))
-                self._set_meta("next_segment_id", seg_id + 1)
-            if dropped:
-                con.register("sif_drop", {"id": np.asarray(dropped, dtype=np.uint32)})
-                con.execute(
-                    "INSERT INTO dead SELECT id, segment, n_fp FROM files "
-                    "WHERE id IN (SELECT id FROM sif_drop)"
-                )
-                con.execute("DELETE FROM files WHERE id IN (SELECT id FROM sif_drop)")
-                con.unregister("sif_drop")
-            self._set_meta("last_params", pid)
-            self._set_meta("generation", self._int_meta("generation") + 1)
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
-                con.execute("ROLLBACK")
-            raise
-        self._publish()
+        commit_entries(self, params, anchors, added, dropped, UNKNOWN_CTIME)
 
     @_writes
     def finish(
@@ -627,91 +577,9 @@ class DuckStore:
 
     @_writes
     def compact(self, pid: int) -> None:
-        """Merge every segment of parameter set ``pid`` into one, without dead rows.
-
-        Cost: all its rows in memory (8 bytes each, plus a sort).
-        """
-        con = self._con
-        old = con.execute("SELECT id, name FROM segments WHERE params_id = ?", [pid]).fetchall()
-        dead = con.execute(
-            "SELECT d.id FROM dead d JOIN segments s ON d.segment = s.id WHERE s.params_id = ?",
-            [pid],
-        ).fetchnumpy()["id"]
-        values_parts, id_parts = [], []
-        for _, name in old:
-            seg = _open_segment(os.path.join(self.root, "segments", name))
-            values, ids = seg.all_rows()
-            seg.close()
-            if len(dead):
-                keep = ~np.isin(ids, dead)
-                values, ids = values[keep], ids[keep]
-            values_parts.append(values)
-            id_parts.append(ids)
-        cols = con.execute(
-            "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
-            "view, octet_length(coalesce(origin, path)) AS olen FROM files "
-            "WHERE params_id = ? ORDER BY id",
-            [pid],
-        ).fetchnumpy()
-        rows = [
-            (
-                int(i),
-                kind_code(str(k)),
-                int(nf),
-                int(nd),
-                int(s),
-                int(d),
-                int(n),
-                int(m),
-                bytes(g),
-                view_code(str(v)),
-                int(ol),
-            )
-            for i, k, nf, nd, s, d, n, m, g, v, ol in zip(
-                cols["id"],
-                cols["kind"],
-                cols["n_fp"],
-                cols["n_distinct"],
-                cols["size"],
-                cols["dev"],
-                cols["ino"],
-                cols["mtime_ns"],
-                cols["digest"],
-                cols["view"],
-                cols["olen"],
-                strict=True,
-            )
-        ]
-        files = make_files(rows, [bytes(p) for p in cols["path"]])
-        values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
-        all_ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.uint32)
-        local = np.searchsorted(files.records["id"], all_ids).astype(np.uint32)
-        seg_id = self._int_meta("next_segment_id")
-        name = f"seg-{seg_id:06d}"
-        directory = os.path.join(self.root, "segments", name)
-        write_segment(directory, files, values, local)
-        checks = json.dumps(checksum_files(directory))
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute(
-                "DELETE FROM dead WHERE segment IN (SELECT id FROM segments WHERE params_id = ?)",
-                [pid],
-            )
-            con.execute("DELETE FROM segments WHERE params_id = ?", [pid])
-            con.execute("UPDATE files SET segment = ? WHERE params_id = ?", [seg_id, pid])
-            con.execute(
-                "INSERT INTO segments (id, params_id, name, files, rows, checks) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [seg_id, pid, name, len(files.records), len(values), checks],
-            )
-            self._set_meta("next_segment_id", seg_id + 1)
-            self._set_meta("generation", self._int_meta("generation") + 1)
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
-                con.execute("ROLLBACK")
-            raise
-        self._publish()
+        """Merge every segment of parameter set ``pid`` into one, without dead rows
+        (:func:`sif.index.compaction.compact`: streamed, memory bounded)."""
+        compaction.compact(self, pid)
 
     def recorded_state(self) -> tuple[Manifest, npt.NDArray[np.uint32], dict[str, str]]:
         """The state the catalog records: (manifest, dead ids, anchor file -> JSON)."""

@@ -1,0 +1,309 @@
+"""Compaction: a parameter set's segments merged into one, streamed (from ``duck.py``).
+
+The merged segment is written in pieces, so that memory stays bounded
+whatever the size of the index (at 1 M files: 42 M rows, which the merge
+held whole, with a sort, in about 4 GB):
+
+- the rows a range of buckets (value >> :data:`sif.index.segments.BUCKET_BITS`)
+  at a time, :data:`COMPACT_ROWS` at most a range (on average), read from
+  every old segment (each opened again for a range, so that the pages its
+  memory maps touched leave this process with it), those of dead files
+  dropped, sorted by (value, file) and appended to ``fp.npy`` and ``fid.npy``;
+- the files :data:`COMPACT_FILES` at a time, read from the catalog by id,
+  their records appended to ``files.npy`` and their front-coded paths to
+  ``paths.bin`` (a chunk is a multiple of :data:`sif.index.segments.PATH_BLOCK`
+  paths, so the coding is exactly that of the whole list).
+
+The bytes written are those that the segment of all the rows at once would
+hold (tests compare both, with tiny chunks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+
+from sif.index.checks import checksum_files, corrupt
+from sif.index.indexdir import temp_dir
+from sif.index.segments import (
+    BUCKET_BITS,
+    BUCKET_MIN_ROWS,
+    FILE_DTYPE,
+    PATH_BLOCK,
+    Segment,
+    _fsync_dir,
+    _pack,
+    _save,
+    _width,
+    front_code,
+)
+from sif.memtrim import release_memory
+
+if TYPE_CHECKING:
+    from sif.index.duck import DuckStore
+
+U32 = npt.NDArray[np.uint32]
+
+#: Rows merged at a time (on average: a range of buckets holds about this many).
+COMPACT_ROWS = 1 << 20
+#: Files read from the catalog at a time (a multiple of ``PATH_BLOCK``).
+COMPACT_FILES = 1 << 15
+
+
+class _NpyStream:
+    """A 1-D ``.npy`` file written in pieces: its length is known before its data."""
+
+    def __init__(self, path: str, dtype: np.dtype[Any], length: int) -> None:
+        self.path, self.dtype, self.length, self.written = path, dtype, length, 0
+        self.f: BinaryIO = open(path, "wb")  # noqa: SIM115 (closed on exit)
+        header = {
+            "descr": np.lib.format.dtype_to_descr(dtype),
+            "fortran_order": False,
+            "shape": (length,),
+        }
+        np.lib.format.write_array_header_1_0(self.f, header)
+
+    def write(self, arr: npt.NDArray[Any]) -> None:
+        arr = np.ascontiguousarray(arr, dtype=self.dtype)
+        self.written += len(arr)
+        if self.written > self.length:
+            raise corrupt(self.path, f"more than the {self.length:,} items expected")
+        self.f.write(arr.tobytes())
+
+    def __enter__(self) -> _NpyStream:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        try:
+            if kind is None:
+                if self.written != self.length:
+                    got, want = self.written, self.length
+                    raise corrupt(self.path, f"{got:,} items where {want:,} expected")
+                self.f.flush()
+                os.fsync(self.f.fileno())
+        finally:
+            self.f.close()
+
+
+def write_streamed(
+    directory: str,
+    n_files: int,
+    n_rows: int,
+    rows: Iterator[tuple[U32, U32]],
+    files: Iterator[tuple[npt.NDArray[Any], bytes, npt.NDArray[np.int64]]],
+) -> int:
+    """Write a segment from pieces into the new directory ``directory``; returns its bytes.
+
+    ``rows`` gives (values, local file positions), sorted by (value, position)
+    within a piece and each piece after the one before; ``files`` the records
+    (:data:`sif.index.segments.FILE_DTYPE`, by id), path bytes and offsets of
+    consecutive files, each piece but the last a multiple of ``PATH_BLOCK``
+    files. ``n_files`` and ``n_rows`` are the totals: a mismatch is
+    :class:`sif.errors.IndexCorrupt` (the catalog disagrees with its
+    segments). The same files, written and renamed as
+    :func:`sif.index.segments.write_segment` does.
+    """
+    tmp = temp_dir(os.path.dirname(directory), os.path.basename(directory) + ".", ".tmp")
+    try:
+        _write_pieces(tmp, n_files, n_rows, rows, files)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(tmp)
+    os.replace(tmp, directory)
+    _fsync_dir(os.path.dirname(directory))
+    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory))
+
+
+def _write_pieces(
+    tmp: str,
+    n_files: int,
+    n_rows: int,
+    rows: Iterator[tuple[U32, U32]],
+    files: Iterator[tuple[npt.NDArray[Any], bytes, npt.NDArray[np.int64]]],
+) -> None:
+    join = os.path.join
+    bucketed = n_rows >= BUCKET_MIN_ROWS
+    width = _width(n_files)
+    counts = np.zeros(1 << BUCKET_BITS, dtype=np.int64)
+    last = -1
+    fp_type = np.dtype(np.uint16 if bucketed else np.uint32)
+    with (
+        _NpyStream(join(tmp, "fp.npy"), fp_type, n_rows) as fp,
+        _NpyStream(join(tmp, "fid.npy"), np.dtype(np.uint8), n_rows * width) as fid,
+    ):
+        for values, local in rows:
+            if len(values):
+                if int(values[0]) < last:
+                    raise ValueError("rows out of order")
+                last = int(values[-1])
+            if bucketed:
+                counts += np.bincount(values >> BUCKET_BITS, minlength=1 << BUCKET_BITS)
+                fp.write((values & 0xFFFF).astype(np.uint16))
+            else:
+                fp.write(values)
+            fid.write(_pack(local, width))
+    if bucketed:
+        offsets = np.zeros((1 << BUCKET_BITS) + 1, dtype=np.uint32)
+        np.cumsum(counts, out=offsets[1:])
+        _save(join(tmp, "offsets.npy"), offsets)
+    lcps: list[npt.NDArray[np.uint8]] = []
+    lens: list[npt.NDArray[Any]] = []
+    with (
+        _NpyStream(join(tmp, "files.npy"), FILE_DTYPE, n_files) as recs,
+        open(join(tmp, "paths.bin"), "wb") as out,
+    ):
+        for records, paths, offsets_ in files:
+            recs.write(records)
+            suffixes, lcp, off = front_code(paths, offsets_)
+            out.write(suffixes)
+            lcps.append(lcp)
+            lens.append(np.diff(off.astype(np.int64)))
+        out.flush()
+        os.fsync(out.fileno())
+    lens_all = np.concatenate(lens) if lens else np.empty(0, np.int64)
+    path_offsets = np.zeros(n_files + 1, dtype=np.int64)
+    np.cumsum(lens_all, out=path_offsets[1:])
+    lcp_all = np.concatenate(lcps) if lcps else np.empty(0, np.uint8)
+    _save(join(tmp, "paths_lcp.npy"), lcp_all.astype(np.uint8))
+    _save(
+        join(tmp, "paths_off.npy"),
+        path_offsets.astype(np.uint32) if path_offsets[-1] < 1 << 32 else path_offsets,
+    )
+
+
+def merged_rows(
+    open_segments: Sequence[Any], live: U32, stored_rows: int, chunk_rows: int
+) -> Iterator[tuple[U32, U32]]:
+    """The rows of the segments (opened by each callable of ``open_segments``) of the
+    files in ``live`` (sorted ids), a range of buckets at a time: (values, positions in
+    ``live``), sorted by (value, position). The rows of other files (dead) are dropped."""
+    n_ranges = max(1, min(1 << BUCKET_BITS, -(-stored_rows // max(chunk_rows, 1))))
+    edges = np.unique(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64)).tolist()
+    for lo, hi in itertools.pairwise(edges):
+        values_parts, id_parts = [], []
+        for opener in open_segments:
+            seg: Segment = opener()
+            try:
+                values, ids = seg.rows_between(lo, hi)
+            finally:
+                seg.close()
+            values_parts.append(values)
+            id_parts.append(ids)
+            del seg
+        values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
+        ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.uint32)
+        del values_parts, id_parts
+        if len(live):
+            pos = np.minimum(np.searchsorted(live, ids), len(live) - 1)
+            keep = live[pos] == ids
+        else:
+            pos = np.zeros(len(ids), dtype=np.int64)
+            keep = np.zeros(len(ids), dtype=bool)
+        keys = values[keep].astype(np.uint64) << np.uint64(32)
+        keys |= pos[keep].astype(np.uint64)
+        del values, ids, pos, keep
+        keys.sort()
+        release_memory()  # the range's parts, freed: the next range reuses no holes
+        yield (
+            (keys >> np.uint64(32)).astype(np.uint32),
+            (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+        )
+
+
+def file_chunks(
+    con: Any, pid: int, live: U32, chunk_files: int
+) -> Iterator[tuple[npt.NDArray[Any], bytes, npt.NDArray[np.int64]]]:
+    """The catalog's files of parameter set ``pid`` (ids ``live``, sorted) as segment
+    records, path bytes and offsets, ``chunk_files`` at a time (a multiple of
+    ``PATH_BLOCK``). No Python object a file but its path and digest, a chunk at a time."""
+    from sif.index.commitcols import codes
+
+    kinds, views = codes()
+    step = max(PATH_BLOCK, chunk_files - chunk_files % PATH_BLOCK)
+    for start in range(0, len(live), step):
+        lo, hi = int(live[start]), int(live[min(start + step, len(live)) - 1])
+        cols = con.execute(
+            "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
+            "view, octet_length(coalesce(origin, path)) AS olen FROM files "
+            "WHERE params_id = ? AND id BETWEEN ? AND ? ORDER BY id",
+            [pid, lo, hi],
+        ).fetchnumpy()
+        n = len(cols["id"])
+        rec = np.zeros(n, dtype=FILE_DTYPE)
+        for name in ("id", "n_fp", "n_distinct", "size", "dev", "ino", "mtime_ns", "olen"):
+            rec[name] = np.asarray(cols[name])
+        rec["kind"] = [kinds[str(k)] for k in cols["kind"]]
+        rec["view"] = [views[str(v)] for v in cols["view"]]
+        digests = b"".join(bytes(g).ljust(32, b"\0")[:32] for g in cols["digest"])
+        rec["digest"] = np.frombuffer(digests, dtype="V32")
+        paths = [bytes(p) for p in cols["path"]]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, paths), dtype=np.int64, count=n), out=offsets[1:])
+        yield rec, b"".join(paths), offsets
+
+
+def compact(store: DuckStore, pid: int) -> None:
+    """Merge every segment of parameter set ``pid`` into one, without dead rows.
+
+    Memory is bounded by :data:`COMPACT_ROWS` rows and :data:`COMPACT_FILES`
+    files at a time, whatever the index's size. Cost: one read of every row and
+    of the catalog's files, a sort a range of rows.
+    """
+    from sif.index.duck import _open_segment as open_segment
+
+    self = store
+    con = self._con
+    old = con.execute(
+        "SELECT name, rows FROM segments WHERE params_id = ? ORDER BY id", [pid]
+    ).fetchall()
+    live = con.execute("SELECT id FROM files WHERE params_id = ? ORDER BY id", [pid]).fetchnumpy()[
+        "id"
+    ]
+    live = np.asarray(live, dtype=np.uint32)
+    n_rows = int(
+        con.execute(
+            "SELECT coalesce(sum(n_fp), 0) FROM files WHERE params_id = ?", [pid]
+        ).fetchone()[0]  # type: ignore[index]
+    )
+    segdir = os.path.join(self.root, "segments")
+    openers = [functools.partial(open_segment, os.path.join(segdir, n)) for n, _ in old]
+    seg_id = self._int_meta("next_segment_id")
+    name = f"seg-{seg_id:06d}"
+    directory = os.path.join(segdir, name)
+    stored = sum(int(r) for _, r in old)
+    rows = merged_rows(openers, live, stored, COMPACT_ROWS)
+    files = file_chunks(con, pid, live, COMPACT_FILES)
+    write_streamed(directory, len(live), n_rows, rows, files)
+    checks = json.dumps(checksum_files(directory))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "DELETE FROM dead WHERE segment IN (SELECT id FROM segments WHERE params_id = ?)",
+            [pid],
+        )
+        con.execute("DELETE FROM segments WHERE params_id = ?", [pid])
+        con.execute("UPDATE files SET segment = ? WHERE params_id = ?", [seg_id, pid])
+        con.execute(
+            "INSERT INTO segments (id, params_id, name, files, rows, checks) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [seg_id, pid, name, len(live), n_rows, checks],
+        )
+        self._set_meta("next_segment_id", seg_id + 1)
+        self._set_meta("generation", self._int_meta("generation") + 1)
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
+            con.execute("ROLLBACK")
+        raise
+    self._publish()

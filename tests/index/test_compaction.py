@@ -1,0 +1,176 @@
+"""Compaction streamed in pieces (sif.index.compaction): the bytes of the whole-array merge."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sif.index import build_index, compaction, open_reader
+from sif.index.segments import BUCKET_MIN_ROWS, PATH_BLOCK, make_files, write_segment
+from sif.query import query_files
+from treeutil import write
+
+
+def _files(n_files: int, seed: int) -> tuple[object, list[bytes]]:
+    rng = np.random.default_rng(seed)
+    paths = [b"/r/d%d/f%03d" % (int(rng.integers(0, 4)), i) for i in range(n_files)]
+    recs = [
+        (i * 2 + 1, i % 3, 1, 1, 10 + i, 7, 1000 + i, i * 5, bytes([i % 256]) * 32, i % 2, 3)
+        for i in range(n_files)
+    ]
+    return make_files(recs, paths), paths
+
+
+def _pieces(files: object, values: np.ndarray, local: np.ndarray, row_cut: int, file_cut: int):
+    """The rows sorted by (value, file) cut every ``row_cut``; the files every ``file_cut``."""
+    order = np.lexsort((local, values))
+    v, loc = values[order], local[order]
+    rows = [(v[i : i + row_cut], loc[i : i + row_cut]) for i in range(0, max(len(v), 1), row_cut)]
+    recs, paths, offs = files.records, files.paths, files.path_offsets  # type: ignore[attr-defined]
+    chunks = []
+    for i in range(0, len(recs), file_cut):
+        o = offs[i : i + file_cut + 1]
+        chunks.append((recs[i : i + file_cut], paths[o[0] : o[-1]], o - o[0]))
+    return iter(rows), iter(chunks)
+
+
+def _same_dirs(a: Path, b: Path) -> None:
+    names = sorted(os.listdir(a))
+    assert names == sorted(os.listdir(b))
+    for n in names:
+        assert (a / n).read_bytes() == (b / n).read_bytes(), n
+
+
+def _check(tmp: Path, n_files: int, values: np.ndarray, local: np.ndarray, cuts: tuple[int, int]):
+    files, _ = _files(n_files, len(values))
+    # The whole-array writer, rows given by file (a stable sort by value: (value, file)).
+    by_file = np.argsort(local, kind="stable")
+    write_segment(str(tmp / "whole"), files, values[by_file], local[by_file])  # type: ignore[arg-type]
+    rows, chunks = _pieces(files, values, local, *cuts)
+    compaction.write_streamed(str(tmp / "streamed"), n_files, len(values), rows, chunks)
+    _same_dirs(tmp / "whole", tmp / "streamed")
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    st.integers(1, 300),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10**6)), max_size=400),
+    st.integers(1, 50),
+    st.integers(1, 4),
+)
+def test_streamed_segment_is_the_whole_one(
+    tmp_path_factory: pytest.TempPathFactory,
+    n_files: int,
+    rows: list[tuple[int, int]],
+    row_cut: int,
+    blocks: int,
+) -> None:
+    tmp = tmp_path_factory.mktemp("seg")
+    values = np.array([v for v, _ in rows], dtype=np.uint32) * np.uint32(70_000_001)
+    local = np.array([f % n_files for _, f in rows], dtype=np.uint32)
+    _check(tmp, n_files, values, local, (row_cut, blocks * PATH_BLOCK))
+
+
+def test_streamed_bucketed_segment_is_the_whole_one(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    n = BUCKET_MIN_ROWS + 5000
+    values = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    values[:99] = values[99:198]  # repeated values
+    local = rng.integers(0, 70_000, n).astype(np.uint32)  # 3-byte file positions
+    _check(tmp_path, 70_000, values, local, (50_000, 10 * PATH_BLOCK))
+
+
+def test_a_row_count_that_disagrees_is_damage(tmp_path: Path) -> None:
+    files, _ = _files(5, 1)
+    rows, chunks = _pieces(files, np.arange(3, dtype=np.uint32), np.zeros(3, np.uint32), 2, 64)
+    from sif.errors import IndexCorrupt
+
+    with pytest.raises(IndexCorrupt):
+        compaction.write_streamed(str(tmp_path / "seg"), 5, 4, rows, chunks)
+    assert os.listdir(tmp_path) == []  # the partial segment is gone
+
+
+def _tree_and_index(root: Path) -> tuple[Path, list[Path]]:
+    rng = np.random.default_rng(7)
+    paths = []
+    for i in range(150):
+        p = root / "t" / f"d{i % 7}" / f"f{i:03d}.txt"
+        write(p, rng.integers(97, 123, 1500 + 40 * i, dtype=np.uint8).tobytes())
+        paths.append(p)
+    index = root / "idx"
+    # A checkpoint every few files: more than MAX_SEGMENTS segments, so compaction runs.
+    build_index([root / "t"], index, jobs=1, checkpoint_bytes=20_000)
+    for i, p in enumerate(paths):
+        if i % 5 == 0:
+            p.unlink()
+        elif i % 9 == 1:
+            write(p, p.read_bytes()[::-1])
+    build_index([root / "t"], index, jobs=1, checkpoint_bytes=20_000)
+    return index, paths
+
+
+def test_compaction_in_tiny_pieces_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, paths = _tree_and_index(tmp_path / "a")
+    monkeypatch.setattr(compaction, "COMPACT_ROWS", 5)
+    monkeypatch.setattr(compaction, "COMPACT_FILES", 1)  # PATH_BLOCK files at a time
+    b, _ = _tree_and_index(tmp_path / "b")
+    sa, sb = sorted(os.listdir(a / "segments")), sorted(os.listdir(b / "segments"))
+    assert sa == sb and len(sa) <= 2  # compacted
+    for name in sa:  # the same rows and files (the paths differ by the tree's root)
+        for f in ("fp.npy", "fid.npy", "paths_lcp.npy"):
+            assert (a / "segments" / name / f).read_bytes() == (
+                b / "segments" / name / f
+            ).read_bytes()
+    live = [p for i, p in enumerate(paths) if i % 5]
+    ra, rb = open_reader(a), open_reader(b)
+    got_a = query_files([live[3], live[40]], ra, threshold=10)
+    got_b = query_files(
+        [Path(str(p).replace("/a/", "/b/")) for p in (live[3], live[40])], rb, threshold=10
+    )
+    assert [[(m.path, m.score) for m in r.matches] for r in got_a] == [
+        [(m.path.replace("/b/", "/a/"), m.score) for m in r.matches] for r in got_b
+    ]
+
+
+def _segment_content(
+    index: Path,
+) -> tuple[list[tuple[int, int]], list[tuple[object, ...]], list[bytes]]:
+    from sif.index.segments import Segment
+
+    rows, recs, paths = [], [], []
+    for name in sorted(os.listdir(index / "segments")):
+        seg = Segment(str(index / "segments" / name))
+        values, ids = seg.all_rows()
+        rows += zip(values.tolist(), ids.tolist(), strict=True)
+        recs += seg.files.tolist()
+        paths += [seg.path(i) for i in range(len(seg.files))]
+        seg.close()
+    return sorted(rows), sorted(recs), sorted(paths)
+
+
+def test_tiny_checkpoints_give_the_same_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sif.index import build
+
+    rng = np.random.default_rng(11)
+    for i in range(60):
+        write(
+            tmp_path / "t" / f"d{i % 4}" / f"f{i:02d}.txt",
+            rng.integers(97, 123, 3000, dtype=np.uint8).tobytes(),
+        )
+    whole = build_index([tmp_path / "t"], tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(build, "CHECKPOINT_ENTRIES", 3)  # 20 commits, then a compaction
+    monkeypatch.setattr(build, "BATCH_FILES", 3)
+    parts = build_index([tmp_path / "t"], tmp_path / "parts", jobs=1)
+    assert whole.commits == 1 and parts.commits >= 20
+    assert len(os.listdir(tmp_path / "parts" / "segments")) == 1
+    assert _segment_content(tmp_path / "whole") == _segment_content(tmp_path / "parts")
+    assert sorted(whole.read_paths) == sorted(parts.read_paths)
