@@ -11,6 +11,7 @@ estimate (marked as such). A file that cannot be read is a warning.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +40,10 @@ class WindowSets:
     one (the file changed since) gives no set: its pairs keep their
     estimate. A file that cannot be read is a warning. A set is dropped after
     its last pair (:meth:`release`); beyond ``budget`` bytes the least
-    recently used go first, and are read again if needed.
+    recently used go first, and are read again if needed, unless the caller
+    says when each set is next needed (``next_use`` of :meth:`get`): then the
+    one needed last goes first (Belady's rule), so that a budget smaller than
+    a chunk's sets costs few reads again.
 
     ``make``: what to keep of each checked content instead of its window set
     (an array: anything with ``nbytes``), as the small-file pass keeps which
@@ -74,13 +78,21 @@ class WindowSets:
         self.bytes_read = 0
         self.changed = 0
         self.wanted: dict[str, dict[str, int]] = {}  # origin -> entry path -> id
+        self._next: dict[int, int] = {}  # fid -> when it is next needed (the caller's clock)
+        self._far: list[tuple[int, int]] = []  # heap of (-next use, fid), stale entries skipped
 
     def want(self, fid: int, src: Src) -> None:
         """Announce an entry, so that an archive is opened once for all its wanted members."""
         path, origin, _ = src
         self.wanted.setdefault(origin, {})[path] = fid
 
-    def get(self, fid: int, src: Src) -> I64 | None:
+    def get(self, fid: int, src: Src, next_use: int | None = None) -> I64 | None:
+        """``fid``'s window set (``None``: unreadable or changed), made once if the budget
+        allows; ``next_use``: when the caller needs it next, on its own clock (``-1``:
+        never), for the eviction order."""
+        if next_use is not None:
+            self._next[fid] = next_use
+            heapq.heappush(self._far, (-next_use if next_use >= 0 else -(1 << 62), fid))
         if fid not in self.cache:
             path, origin, view = src
             raw = view == "raw" and path == origin
@@ -94,6 +106,7 @@ class WindowSets:
         """Forget ``fid``'s set: no pair of the chunk needs it any more."""
         s = self.cache.pop(fid, None)
         self.held -= 0 if s is None else s.nbytes
+        self._next.pop(fid, None)
         path, origin, _ = src
         left = self.wanted.get(origin)
         if left is not None:
@@ -152,5 +165,33 @@ class WindowSets:
         self.cache[fid] = s
         self.held += 0 if s is None else s.nbytes
         while self.held > self.budget and len(self.cache) > 1:
-            _, old = self.cache.popitem(last=False)
+            old = self._drop(fid)
             self.held -= 0 if old is None else old.nbytes
+
+    def _drop(self, keep: int) -> I64 | None:
+        """Take out of the cache the set needed last (else the least recently used),
+        never ``keep`` (the one being made)."""
+        far = self._far
+        held_back: tuple[int, int] | None = None
+        found: int | None = None
+        while far:
+            neg, fid = heapq.heappop(far)
+            nxt = self._next.get(fid)
+            if nxt is None or fid not in self.cache:
+                continue  # released, or not made: a stale entry
+            if (-neg if neg > -(1 << 62) else -1) != nxt:
+                continue  # an older reading of this fid's clock
+            if fid == keep:
+                held_back = (neg, fid)
+                continue
+            found = fid
+            break
+        if held_back is not None:
+            heapq.heappush(far, held_back)
+        if found is not None:
+            del self._next[found]
+            return self.cache.pop(found)
+        for fid in self.cache:  # no clock: least recently used first
+            if fid != keep:
+                return self.cache.pop(fid)
+        return None

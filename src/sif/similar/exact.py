@@ -225,11 +225,19 @@ def _exact_chunk(
         left[it[1]] = left.get(it[1], 0) + 1
         left[it[3]] = left.get(it[3], 0) + 1
         partners[it[1]] = partners.get(it[1], 0) + 1
+    # When each set is needed next (Belady's rule for the cache): the chunk's reads are
+    # the larger file then the smaller of each pair, in order; -1: never again.
+    later: dict[int, int] = {}
+    nxt = [0] * (2 * len(items))
+    for k in range(len(items) - 1, -1, -1):
+        for role, f in ((1, items[k][3]), (0, items[k][1])):
+            nxt[2 * k + role] = later.get(f, -1)
+            later[f] = 2 * k + role
     rows, inters, n_a, n_b = [], [], [], []
     indexed: tuple[int, _sets.IndexedSet | None] = (-1, None)
-    for j, fb, pb, fs, ps, big_is_a in items:
-        sb = sets.get(fb, pb)
-        ss = sets.get(fs, ps) if sb is not None else None
+    for k, (j, fb, pb, fs, ps, big_is_a) in enumerate(items):
+        sb = sets.get(fb, pb, nxt[2 * k])
+        ss = sets.get(fs, ps, nxt[2 * k + 1]) if sb is not None else None
         if sb is not None and ss is not None:
             if not jit:
                 inter = _sets.intersection_size(sb, ss)
