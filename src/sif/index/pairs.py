@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from sif.core.packed import Labels, PackedBytes
 from sif.errors import IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index.pairstore import in_scope
@@ -25,13 +26,18 @@ from sif.index.store import ParamSet, param_set
 U32 = npt.NDArray[np.uint32]
 
 
+#: Rows fetched at a time where a column becomes Python objects (paths, digests):
+#: they exist for one batch, then live packed (:class:`PackedBytes`).
+FETCH_ROWS = 1 << 16
+
+
 def scope(
     con: Any,
     pid: int,
     roots: Sequence[str],
     groups: bool = True,
     walked: Sequence[str] | None = None,
-) -> dict[str, npt.NDArray[Any]]:
+) -> dict[str, Any]:
     """The indexed files under ``roots`` (params ``pid``), sorted by id, with a group code.
 
     ``walked``: the paths of this run's walk (its filters applied); only the
@@ -42,9 +48,14 @@ def scope(
     files: files of another kind or view are never compared. The root filter
     runs in the query, as byte ranges of the path (``root/`` <= path <
     ``root0``: the byte after ``/``), sorted by id, in one transaction, a
-    column a query. Cost: a scan of ``files`` a column, mostly the conversion
-    of paths and digests to Python objects (~25 ms for 40k files; at a
-    million files about 540 MB, 400 MB of them the paths and digests).
+    column a query. Paths, origins and digests come packed
+    (:class:`sif.core.packed.PackedBytes`: one buffer, no object a file; an
+    origin shares its path's bytes), kinds and views as
+    :class:`sif.core.packed.Labels`: about 100 bytes a file of 44-byte paths
+    (at a million files 540 MB as Python objects, 100 MB packed); the walk's
+    filter is :func:`walked_rows`. Cost: a scan of ``files`` a column, and a
+    few Python steps a file (its path, its digest, :func:`walked_rows`), in
+    batches of :data:`FETCH_ROWS`.
     """
     where, args = [], []
     for r in roots:
@@ -52,49 +63,119 @@ def scope(
         where.append("path = ? OR (path >= ? AND path < ?)")
         args += [b or b"/", b + b"/", b + b"0"]
     rank = "dense_rank() OVER (ORDER BY kind, coalesce(CAST(view AS VARCHAR), '')) - 1"
-    within = ""
     cur = con.cursor()  # one transaction of its own: every column of one snapshot
     cur.begin()
     try:
-        if walked is not None:
-            walked_origin = np.array([os.fsencode(p) for p in walked], object)
-            cur.register("sif_walked", {"origin": walked_origin})
-            within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
-        selected = f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}"
+        selected = f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'})"
+        params = [pid, *args]
         # One column a query, sorted by id: DuckDB's result of all columns at once, beside
         # their Python objects, took 280 MB more at a million files. Kinds and views come
-        # as one small code a file and their labels once (a string a file: 150 MB); origin
-        # is NULL for a plain file and becomes its path (the same object).
-        out: dict[str, npt.NDArray[Any]] = {}
-        for c in ("id", "path", "origin", "size", "n_fp", "n_distinct", "digest", rank):
-            got = cur.execute(f"SELECT {c} AS c {selected} ORDER BY id", [pid, *args])
-            out["grp" if c == rank else c] = got.fetchnumpy()["c"]
+        # as one small code a file and their labels once.
+        out: dict[str, Any] = {}
+        for c in ("id", "size", "n_fp", "n_distinct", rank):
+            got = cur.execute(f"SELECT {c} AS c {selected} ORDER BY id", params)
+            out["grp" if c == rank else c] = np.asarray(got.fetchnumpy()["c"])
+        path = _fetch_packed(cur, f"SELECT path AS c {selected} ORDER BY id", params)
+        out["digest"] = _fetch_packed(cur, f"SELECT digest AS c {selected} ORDER BY id", params)
+        # origin is NULL for a plain file: its path's bytes; an archive member's file
+        # on disk is added after the paths.
+        got = cur.execute(
+            f"SELECT id, origin {selected} AND origin IS NOT NULL ORDER BY id", params
+        ).fetchnumpy()
         labels = cur.execute(
             f"SELECT DISTINCT {rank} AS grp, kind, coalesce(CAST(view AS VARCHAR), 'raw') "
             f"{selected} ORDER BY grp",
-            [pid, *args],
+            params,
         ).fetchall()
     finally:
-        if walked is not None:
-            cur.unregister("sif_walked")
         cur.rollback()
         cur.close()
+    out["path"] = path
+    rows = np.searchsorted(out["id"], np.asarray(got["id"]))
+    out["origin"] = _with_origins(path, rows, [bytes(o) for o in got["origin"]])
     code = np.asarray(out.pop("grp"), dtype=np.int64)
-    out["kind"] = np.array([k for _, k, _ in labels], dtype=object)[code]
-    out["view"] = np.array([v for _, _, v in labels], dtype=object)[code]
-    null = np.ma.getmaskarray(out["origin"])
-    origin = np.ma.getdata(out["origin"]).astype(object)
-    out["origin"] = np.where(
-        null | np.equal(origin, np.array(None, dtype=object)), out["path"], origin
-    )
-    out = {k: np.asarray(v) for k, v in out.items()}
+    kinds = [k for _, k, _ in labels]
+    views = [v for _, _, v in labels]
+    if walked is not None:
+        keep = walked_rows(out["origin"], walked)
+        if not keep.all():
+            out = {k: v[keep] for k, v in out.items()}
+            path, origin = out["path"], out["origin"]
+            rows = np.flatnonzero((origin.start != path.start) | (origin.size != path.size))
+            out["path"] = path.compact()
+            out["origin"] = _with_origins(out["path"], rows, [origin[r] for r in rows.tolist()])
+            out["digest"] = out["digest"].compact()
+            used, code = np.unique(code[keep], return_inverse=True)
+            kinds, views = [kinds[u] for u in used.tolist()], [views[u] for u in used.tolist()]
+    out["kind"] = Labels(kinds, code)
+    out["view"] = Labels(views, code)
     mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
-    out["normalize"] = np.full(len(code), (mode and mode[0]) or "auto", dtype=object)
+    out["normalize"] = Labels([(mode and mode[0]) or "auto"], np.zeros(len(code), np.uint8))
     if groups:
         if len(code) and int(code.max()) > 255:
             raise IndexUnusable("more than 255 kinds and views of files in one run")
         out["grp"] = code.astype(np.uint8)
     return out
+
+
+def walked_rows(origin: PackedBytes, walked: Sequence[str]) -> npt.NDArray[np.bool_]:
+    """Which of ``origin`` (files on disk, as bytes) are among the paths ``walked``.
+
+    By a 64-bit hash of each encoded path, then each match checked byte for
+    byte (a collision keeps no file that was not walked). Memory: 8 bytes a
+    path of each side, no object a path beyond one at a time; Python steps: a
+    few a path.
+    """
+    hw = np.fromiter((hash(os.fsencode(p)) for p in walked), dtype=np.int64, count=len(walked))
+    order = np.argsort(hw, kind="stable")
+    hw = hw[order]
+    hr = np.fromiter(map(hash, origin), dtype=np.int64, count=len(origin))
+    lo = np.searchsorted(hw, hr, side="left")
+    hi = np.searchsorted(hw, hr, side="right")
+    keep = hi > lo
+    for r in np.flatnonzero(keep).tolist():
+        mine = origin[r]
+        keep[r] = any(
+            os.fsencode(walked[int(order[j])]) == mine for j in range(int(lo[r]), int(hi[r]))
+        )
+    return keep
+
+
+def _fetch_packed(cur: Any, sql: str, params: list[Any]) -> PackedBytes:
+    """The one BLOB column of ``sql`` packed, :data:`FETCH_ROWS` rows at a time."""
+    total = cur.execute(f"SELECT count(*), coalesce(sum(octet_length(c)), 0) FROM ({sql})", params)
+    rows, length = (int(x) for x in total.fetchone())
+    data = bytearray(length)
+    start = np.zeros(rows, dtype=np.int64)
+    size = np.zeros(rows, dtype=np.uint32)
+    cur.execute(sql, params)
+    at = pos = 0
+    while batch := cur.fetchmany(FETCH_ROWS):
+        items = [b"" if r[0] is None else r[0] for r in batch]
+        n = np.fromiter(map(len, items), dtype=np.uint32, count=len(items))
+        size[at : at + len(items)] = n
+        start[at : at + len(items)] = pos + np.cumsum(n, dtype=np.int64) - n
+        joined = b"".join(items)
+        data[pos : pos + len(joined)] = joined
+        at, pos = at + len(items), pos + len(joined)
+    if at != rows or pos != length:  # pragma: no cover - one transaction: one snapshot
+        raise IndexUnusable("the catalog changed while it was read")
+    return PackedBytes(data, start, size)
+
+
+def _with_origins(path: PackedBytes, rows: npt.NDArray[Any], origins: list[bytes]) -> PackedBytes:
+    """Each file's file on disk: its path, or for the ``rows`` their ``origins``
+    (appended to the paths' buffer, which both then share)."""
+    start, size = path.start.copy(), path.size.copy()
+    data = path.data
+    if len(rows):
+        n = np.fromiter(map(len, origins), dtype=np.uint32, count=len(origins))
+        start[rows] = len(data) + np.cumsum(n, dtype=np.int64) - n
+        size[rows] = n
+        data = path.data if isinstance(path.data, bytearray) else bytearray(path.data)
+        data += b"".join(origins)
+        path.data = data
+    return PackedBytes(data, start, size)
 
 
 @dataclass
@@ -104,24 +185,28 @@ class SegmentRows:
     A :class:`sif.index.pairstore.RowSource`: it holds the segment directories
     and the ids in scope, not the rows, and pickles as that (an engine's
     workers read their ranges from the same segments: a shared file system).
-    Segments are opened at the first read and kept open (``close``).
+    Segments are opened for each read and closed after it.
     """
 
     directories: tuple[str, ...]
     ids: U32
     grp: npt.NDArray[np.uint8]
     total: int
-    _open: list[Segment] | None = field(default=None, repr=False, compare=False)
     _code: npt.NDArray[np.uint16] | None = field(default=None, repr=False, compare=False)
 
     def rows(self, lo: int, hi: int) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
-        if self._open is None:
-            self._open = [Segment(d) for d in self.directories]
+        # Segments are opened for one range and closed after it: the pages of their
+        # memory maps read for it leave the resident set (on a million files the maps
+        # kept 250 MB resident by the last range).
         code = self._codes()
         vparts, iparts = [], []
         gparts: list[npt.NDArray[Any]] = []
-        for seg in self._open:
-            values, fids = seg.rows_between(lo, hi)
+        for d in self.directories:
+            seg = Segment(d)
+            try:
+                values, fids = seg.rows_between(lo, hi)  # copies, not views of the maps
+            finally:
+                seg.close()
             if code is not None:  # one gather a row: group + 1, 0 out of scope
                 c = code[np.minimum(fids, len(code) - 1)]
                 keep = c > 0
@@ -154,13 +239,10 @@ class SegmentRows:
         return self._code
 
     def close(self) -> None:
-        for seg in self._open or ():
-            seg.close()
-        self._open = None
+        """Nothing to release: each read opens and closes its segments."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_open"] = None  # memory maps stay in the process that opened them
         state["_code"] = None  # made again where it is used
         return state
 
@@ -303,7 +385,7 @@ class DuckPairs:
         roots: Sequence[str],
         groups: bool = True,
         walked: Sequence[str] | None = None,
-    ) -> dict[str, npt.NDArray[Any]]:
+    ) -> dict[str, Any]:
         return scope(self.con, pid, roots, groups, walked)
 
     def scope_rows(self, pid: int, files: dict[str, npt.NDArray[Any]]) -> SegmentRows:
