@@ -360,8 +360,8 @@ def _reuse_unchanged(
         return None
     try:
         pid = pstore.params_id(params)
-        if pid is None:
-            return None
+        if pid is None or not pstore.walk_stored(digest):
+            return None  # no stored run of this walk: no scope to make (a million files: 10 s)
         files = _columnar(pstore.scope(pid, root_list, groups=False, walked=_WalkPaths(walked)))
         walked_files = len(walked)
         del walked
