@@ -76,8 +76,9 @@ def scope(
         for c in ("id", "size", "n_fp", "n_distinct", rank):
             got = cur.execute(f"SELECT {c} AS c {selected} ORDER BY id", params)
             out["grp" if c == rank else c] = np.asarray(got.fetchnumpy()["c"])
-        path = _fetch_packed(cur, f"SELECT path AS c {selected} ORDER BY id", params)
-        out["digest"] = _fetch_packed(cur, f"SELECT digest AS c {selected} ORDER BY id", params)
+        ids = out["id"]
+        path = _fetch_packed(cur, "path", selected, params, ids)
+        out["digest"] = _fetch_packed(cur, "digest", selected, params, ids)
         # origin is NULL for a plain file: its path's bytes; an archive member's file
         # on disk is added after the paths.
         got = cur.execute(
@@ -142,25 +143,34 @@ def walked_rows(origin: PackedBytes, walked: Sequence[str]) -> npt.NDArray[np.bo
     return keep
 
 
-def _fetch_packed(cur: Any, sql: str, params: list[Any]) -> PackedBytes:
-    """The one BLOB column of ``sql`` packed, :data:`FETCH_ROWS` rows at a time."""
-    total = cur.execute(f"SELECT count(*), coalesce(sum(octet_length(c)), 0) FROM ({sql})", params)
-    rows, length = (int(x) for x in total.fetchone())
-    data = bytearray(length)
-    start = np.zeros(rows, dtype=np.int64)
-    size = np.zeros(rows, dtype=np.uint32)
-    cur.execute(sql, params)
-    at = pos = 0
-    while batch := cur.fetchmany(FETCH_ROWS):
-        items = [b"" if r[0] is None else r[0] for r in batch]
-        n = np.fromiter(map(len, items), dtype=np.uint32, count=len(items))
-        size[at : at + len(items)] = n
-        start[at : at + len(items)] = pos + np.cumsum(n, dtype=np.int64) - n
-        joined = b"".join(items)
-        data[pos : pos + len(joined)] = joined
-        at, pos = at + len(items), pos + len(joined)
-    if at != rows or pos != length:  # pragma: no cover - one transaction: one snapshot
+def _fetch_packed(cur: Any, column: str, selected: str, params: list[Any], ids: U32) -> PackedBytes:
+    """The BLOB ``column`` of the rows ``selected`` (sorted by id: ``ids``) packed, by id
+    range :data:`FETCH_ROWS` rows at a time: DuckDB's result of all rows at once
+    (a million paths: 130 MB) is never made."""
+    sizes = []
+    parts = []
+    for lo in range(0, len(ids), FETCH_ROWS):
+        first, last = int(ids[lo]), int(ids[min(lo + FETCH_ROWS, len(ids)) - 1])
+        got = cur.execute(
+            f"SELECT {column} AS c {selected} AND id BETWEEN ? AND ? ORDER BY id",
+            [*params, first, last],
+        ).fetchall()
+        items = [b"" if r[0] is None else r[0] for r in got]
+        sizes.append(np.fromiter(map(len, items), dtype=np.uint32, count=len(items)))
+        parts.append(b"".join(items))
+        del got, items
+    size = np.concatenate(sizes) if sizes else np.empty(0, np.uint32)
+    if len(size) != len(ids):  # pragma: no cover - one transaction: one snapshot
         raise IndexUnusable("the catalog changed while it was read")
+    start = np.zeros(len(size), dtype=np.int64)
+    if len(size) > 1:
+        np.cumsum(size[:-1], out=start[1:])
+    data = bytearray(int(size.sum(dtype=np.int64)))
+    pos = 0
+    while parts:  # joined part by part, each freed once copied
+        part = parts.pop(0)
+        data[pos : pos + len(part)] = part
+        pos += len(part)
     return PackedBytes(data, start, size)
 
 
