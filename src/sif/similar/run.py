@@ -303,6 +303,7 @@ def _find(
         )
         if options.exact and stats.exact_pairs:
             pstore.save_exact(cols)
+        del cols  # every collated pair (a million files: 5.3 M, 190 MB), before the groups
     finally:
         if store is None:
             pstore.close()
