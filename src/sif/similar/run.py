@@ -219,7 +219,7 @@ def _find(
     fp_params = params.params if isinstance(params, ParamSet) else params
     reused = (
         _reuse_unchanged(
-            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
+            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait, pool
         )
         if store is None
         else None
@@ -321,8 +321,11 @@ def _reuse_unchanged(
     progress: Progress,
     stats: SimilarStats,
     wait: bool = False,
+    workers: Any = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]]] | None:
     """The stored pair counts and the files in scope, if nothing changed since they were made.
+
+    ``workers``: a pool to walk on (the exact pass's), else one is forked for the walk.
 
     A re-threshold with no rescan: a stat walk of the roots (no file opened),
     whose digest (:meth:`sif.walk.RecordColumns.digest`) must equal the one
@@ -347,13 +350,17 @@ def _reuse_unchanged(
         return None
     warnings: list[ScanWarning] = []
     progress.stage("walking", None)
-    pool = fork_pool(jobs)  # forked before the store is opened: no inherited lock
+    # The exact pass's workers walk too (forked before any store was opened); without
+    # them, workers of its own, forked before the store is opened: no inherited lock.
+    own = fork_pool(jobs) if workers is None else None
     try:
         skipping = skip_index_dir(walk or WalkOptions(), location)
-        walked, _ = parallel_walk(root_list, skipping, warnings.append, pool, jobs, progress)
+        walked, _ = parallel_walk(
+            root_list, skipping, warnings.append, workers or own, jobs, progress
+        )
     finally:
-        if pool is not None:
-            pool.shutdown()
+        if own is not None:
+            own.shutdown()
     digest = walked.digest()
     try:
         pstore = DuckPairs(DuckStore(location, read_only=True, wait=wait))
