@@ -42,8 +42,10 @@ SMALL_EXACT_BYTES = 1024
 #: uses them and opens nothing; below it (and for a pair of files unreadable at the
 #: time) the estimate stands.
 SMALL_EXACT_FLOOR = 0.10
-#: ``exact``: bytes of window-hash sets kept in memory between pairs.
-EXACT_CACHE_BYTES = 512 << 20
+#: ``exact``: bytes of window-hash sets kept in memory between pairs. Measured on
+#: 300,000 generated files (1.06 M candidates, 2 jobs): 512 MB -> 128 MB read 2.7% more
+#: files again and took the pass's summed peak from 1,150 to 1,041 MB.
+EXACT_CACHE_BYTES = 128 << 20
 #: Pairs of one slice of the exact pass: its work items (a tuple a pair) exist for
 #: one slice at a time, so that memory does not grow with the candidates (3 M
 #: candidates of a million files would hold 0.5 GB of them). A larger file's
