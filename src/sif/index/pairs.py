@@ -8,14 +8,16 @@ catalog's DuckDB connection (:meth:`sif.index.duck.DuckStore.catalog`).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from sif.core.packed import Labels, PackedBytes
 from sif.errors import IndexUnusable
 from sif.fingerprint import FingerprintParams
 from sif.index.pairstore import in_scope
@@ -25,13 +27,18 @@ from sif.index.store import ParamSet, param_set
 U32 = npt.NDArray[np.uint32]
 
 
+#: Rows fetched at a time where a column becomes Python objects (paths, digests):
+#: they exist for one batch, then live packed (:class:`PackedBytes`).
+FETCH_ROWS = 1 << 16
+
+
 def scope(
     con: Any,
     pid: int,
     roots: Sequence[str],
     groups: bool = True,
     walked: Sequence[str] | None = None,
-) -> dict[str, npt.NDArray[Any]]:
+) -> dict[str, Any]:
     """The indexed files under ``roots`` (params ``pid``), sorted by id, with a group code.
 
     ``walked``: the paths of this run's walk (its filters applied); only the
@@ -42,9 +49,14 @@ def scope(
     files: files of another kind or view are never compared. The root filter
     runs in the query, as byte ranges of the path (``root/`` <= path <
     ``root0``: the byte after ``/``), sorted by id, in one transaction, a
-    column a query. Cost: a scan of ``files`` a column, mostly the conversion
-    of paths and digests to Python objects (~25 ms for 40k files; at a
-    million files about 540 MB, 400 MB of them the paths and digests).
+    column a query. Paths, origins and digests come packed
+    (:class:`sif.core.packed.PackedBytes`: one buffer, no object a file; an
+    origin shares its path's bytes), kinds and views as
+    :class:`sif.core.packed.Labels`: about 100 bytes a file of 44-byte paths
+    (at a million files 540 MB as Python objects, 100 MB packed); the walk's
+    filter is :func:`walked_rows`. Cost: a scan of ``files`` a column, and a
+    few Python steps a file (its path, its digest, :func:`walked_rows`), in
+    batches of :data:`FETCH_ROWS`.
     """
     where, args = [], []
     for r in roots:
@@ -52,49 +64,129 @@ def scope(
         where.append("path = ? OR (path >= ? AND path < ?)")
         args += [b or b"/", b + b"/", b + b"0"]
     rank = "dense_rank() OVER (ORDER BY kind, coalesce(CAST(view AS VARCHAR), '')) - 1"
-    within = ""
     cur = con.cursor()  # one transaction of its own: every column of one snapshot
     cur.begin()
     try:
-        if walked is not None:
-            walked_origin = np.array([os.fsencode(p) for p in walked], object)
-            cur.register("sif_walked", {"origin": walked_origin})
-            within = " AND coalesce(origin, path) IN (SELECT origin FROM sif_walked)"
-        selected = f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'}){within}"
+        selected = f"FROM files WHERE params_id = ? AND ({' OR '.join(where) or 'false'})"
+        params = [pid, *args]
         # One column a query, sorted by id: DuckDB's result of all columns at once, beside
         # their Python objects, took 280 MB more at a million files. Kinds and views come
-        # as one small code a file and their labels once (a string a file: 150 MB); origin
-        # is NULL for a plain file and becomes its path (the same object).
-        out: dict[str, npt.NDArray[Any]] = {}
-        for c in ("id", "path", "origin", "size", "n_fp", "n_distinct", "digest", rank):
-            got = cur.execute(f"SELECT {c} AS c {selected} ORDER BY id", [pid, *args])
-            out["grp" if c == rank else c] = got.fetchnumpy()["c"]
+        # as one small code a file and their labels once.
+        out: dict[str, Any] = {}
+        for c in ("id", "size", "n_fp", "n_distinct", rank):
+            got = cur.execute(f"SELECT {c} AS c {selected} ORDER BY id", params)
+            out["grp" if c == rank else c] = np.asarray(got.fetchnumpy()["c"])
+        ids = out["id"]
+        path = _fetch_packed(cur, "path", selected, params, ids)
+        out["digest"] = _fetch_packed(cur, "digest", selected, params, ids)
+        # origin is NULL for a plain file: its path's bytes; an archive member's file
+        # on disk is added after the paths.
+        got = cur.execute(
+            f"SELECT id, origin {selected} AND origin IS NOT NULL ORDER BY id", params
+        ).fetchnumpy()
         labels = cur.execute(
             f"SELECT DISTINCT {rank} AS grp, kind, coalesce(CAST(view AS VARCHAR), 'raw') "
             f"{selected} ORDER BY grp",
-            [pid, *args],
+            params,
         ).fetchall()
     finally:
-        if walked is not None:
-            cur.unregister("sif_walked")
         cur.rollback()
         cur.close()
+    out["path"] = path
+    rows = np.searchsorted(out["id"], np.asarray(got["id"]))
+    out["origin"] = _with_origins(path, rows, [bytes(o) for o in got["origin"]])
     code = np.asarray(out.pop("grp"), dtype=np.int64)
-    out["kind"] = np.array([k for _, k, _ in labels], dtype=object)[code]
-    out["view"] = np.array([v for _, _, v in labels], dtype=object)[code]
-    null = np.ma.getmaskarray(out["origin"])
-    origin = np.ma.getdata(out["origin"]).astype(object)
-    out["origin"] = np.where(
-        null | np.equal(origin, np.array(None, dtype=object)), out["path"], origin
-    )
-    out = {k: np.asarray(v) for k, v in out.items()}
+    kinds = [k for _, k, _ in labels]
+    views = [v for _, _, v in labels]
+    if walked is not None:
+        keep = walked_rows(out["origin"], walked)
+        if not keep.all():
+            out = {k: v[keep] for k, v in out.items()}
+            path, origin = out["path"], out["origin"]
+            rows = np.flatnonzero((origin.start != path.start) | (origin.size != path.size))
+            out["path"] = path.compact()
+            out["origin"] = _with_origins(out["path"], rows, [origin[r] for r in rows.tolist()])
+            out["digest"] = out["digest"].compact()
+            used, code = np.unique(code[keep], return_inverse=True)
+            kinds, views = [kinds[u] for u in used.tolist()], [views[u] for u in used.tolist()]
+    out["kind"] = Labels(kinds, code)
+    out["view"] = Labels(views, code)
     mode = con.execute("SELECT normalize FROM params WHERE id = ?", [pid]).fetchone()
-    out["normalize"] = np.full(len(code), (mode and mode[0]) or "auto", dtype=object)
+    out["normalize"] = Labels([(mode and mode[0]) or "auto"], np.zeros(len(code), np.uint8))
     if groups:
         if len(code) and int(code.max()) > 255:
             raise IndexUnusable("more than 255 kinds and views of files in one run")
         out["grp"] = code.astype(np.uint8)
     return out
+
+
+def walked_rows(origin: PackedBytes, walked: Sequence[str]) -> npt.NDArray[np.bool_]:
+    """Which of ``origin`` (files on disk, as bytes) are among the paths ``walked``.
+
+    By a 64-bit hash of each encoded path, then each match checked byte for
+    byte (a collision keeps no file that was not walked). Memory: 8 bytes a
+    path of each side, no object a path beyond one at a time; Python steps: a
+    few a path.
+    """
+    hw = np.fromiter((hash(os.fsencode(p)) for p in walked), dtype=np.int64, count=len(walked))
+    order = np.argsort(hw, kind="stable")
+    hw = hw[order]
+    hr = np.fromiter(map(hash, origin), dtype=np.int64, count=len(origin))
+    lo = np.searchsorted(hw, hr, side="left")
+    hi = np.searchsorted(hw, hr, side="right")
+    keep = hi > lo
+    for r in np.flatnonzero(keep).tolist():
+        mine = origin[r]
+        keep[r] = any(
+            os.fsencode(walked[int(order[j])]) == mine for j in range(int(lo[r]), int(hi[r]))
+        )
+    return keep
+
+
+def _fetch_packed(cur: Any, column: str, selected: str, params: list[Any], ids: U32) -> PackedBytes:
+    """The BLOB ``column`` of the rows ``selected`` (sorted by id: ``ids``) packed, by id
+    range :data:`FETCH_ROWS` rows at a time: DuckDB's result of all rows at once
+    (a million paths: 130 MB) is never made."""
+    sizes = []
+    parts = []
+    for lo in range(0, len(ids), FETCH_ROWS):
+        first, last = int(ids[lo]), int(ids[min(lo + FETCH_ROWS, len(ids)) - 1])
+        got = cur.execute(
+            f"SELECT {column} AS c {selected} AND id BETWEEN ? AND ? ORDER BY id",
+            [*params, first, last],
+        ).fetchall()
+        items = [b"" if r[0] is None else r[0] for r in got]
+        sizes.append(np.fromiter(map(len, items), dtype=np.uint32, count=len(items)))
+        parts.append(b"".join(items))
+        del got, items
+    size = np.concatenate(sizes) if sizes else np.empty(0, np.uint32)
+    if len(size) != len(ids):  # pragma: no cover - one transaction: one snapshot
+        raise IndexUnusable("the catalog changed while it was read")
+    start = np.zeros(len(size), dtype=np.int64)
+    if len(size) > 1:
+        np.cumsum(size[:-1], out=start[1:])
+    data = bytearray(int(size.sum(dtype=np.int64)))
+    pos = 0
+    while parts:  # joined part by part, each freed once copied
+        part = parts.pop(0)
+        data[pos : pos + len(part)] = part
+        pos += len(part)
+    return PackedBytes(data, start, size)
+
+
+def _with_origins(path: PackedBytes, rows: npt.NDArray[Any], origins: list[bytes]) -> PackedBytes:
+    """Each file's file on disk: its path, or for the ``rows`` their ``origins``
+    (appended to the paths' buffer, which both then share)."""
+    start, size = path.start.copy(), path.size.copy()
+    data = path.data
+    if len(rows):
+        n = np.fromiter(map(len, origins), dtype=np.uint32, count=len(origins))
+        start[rows] = len(data) + np.cumsum(n, dtype=np.int64) - n
+        size[rows] = n
+        data = path.data if isinstance(path.data, bytearray) else bytearray(path.data)
+        data += b"".join(origins)
+        path.data = data
+    return PackedBytes(data, start, size)
 
 
 @dataclass
@@ -104,24 +196,28 @@ class SegmentRows:
     A :class:`sif.index.pairstore.RowSource`: it holds the segment directories
     and the ids in scope, not the rows, and pickles as that (an engine's
     workers read their ranges from the same segments: a shared file system).
-    Segments are opened at the first read and kept open (``close``).
+    Segments are opened for each read and closed after it.
     """
 
     directories: tuple[str, ...]
     ids: U32
     grp: npt.NDArray[np.uint8]
     total: int
-    _open: list[Segment] | None = field(default=None, repr=False, compare=False)
     _code: npt.NDArray[np.uint16] | None = field(default=None, repr=False, compare=False)
 
     def rows(self, lo: int, hi: int) -> tuple[U32, U32, npt.NDArray[np.uint8]]:
-        if self._open is None:
-            self._open = [Segment(d) for d in self.directories]
+        # Segments are opened for one range and closed after it: the pages of their
+        # memory maps read for it leave the resident set (on a million files the maps
+        # kept 250 MB resident by the last range).
         code = self._codes()
         vparts, iparts = [], []
         gparts: list[npt.NDArray[Any]] = []
-        for seg in self._open:
-            values, fids = seg.rows_between(lo, hi)
+        for d in self.directories:
+            seg = Segment(d)
+            try:
+                values, fids = seg.rows_between(lo, hi)  # copies, not views of the maps
+            finally:
+                seg.close()
             if code is not None:  # one gather a row: group + 1, 0 out of scope
                 c = code[np.minimum(fids, len(code) - 1)]
                 keep = c > 0
@@ -154,13 +250,10 @@ class SegmentRows:
         return self._code
 
     def close(self) -> None:
-        for seg in self._open or ():
-            seg.close()
-        self._open = None
+        """Nothing to release: each read opens and closes its segments."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_open"] = None  # memory maps stay in the process that opened them
         state["_code"] = None  # made again where it is used
         return state
 
@@ -199,6 +292,12 @@ def stored_run(con: Any, key: str) -> tuple[int, str | None] | None:
         "SELECT stopped, walk_digest FROM similar_runs WHERE run_key = ?", [key]
     ).fetchall()
     return (int(rows[0][0]), rows[0][1]) if rows else None
+
+
+def walk_stored(con: Any, digest: str) -> bool:
+    """Whether a stored run's pairs were last used with the stat walk ``digest``."""
+    rows = con.execute("SELECT 1 FROM similar_runs WHERE walk_digest = ? LIMIT 1", [digest])
+    return bool(rows.fetchall())
 
 
 def _sql_string(text: str) -> str:
@@ -283,16 +382,45 @@ def save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
     con.unregister("sif_exact")
 
 
+#: DuckDB's memory for the catalog between the statements of ``sif similar``. Opening
+#: the index reads every block of the catalog once (each block's checksum), and DuckDB
+#: kept them all resident through the run (170 MB at a million files); at rest the
+#: limit evicts them and the memory returns to the system (221 -> 114 MB there).
+RESTING_MEMORY = "16MB"
+
+
 class DuckPairs:
     """The on-disk index (a :class:`~sif.index.duck.DuckStore`) as a
-    :class:`sif.index.pairstore.PairStore`: the functions above on its catalog."""
+    :class:`sif.index.pairstore.PairStore`: the functions above on its catalog.
+
+    Between statements the catalog's DuckDB holds at most :data:`RESTING_MEMORY`
+    (each statement runs under the connection's own limit, then memory is given
+    back: :meth:`_working`).
+    """
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self.con = store.catalog()
+        got = self.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        self._limit = str(got[0]) if got else "1GB"
+        self._rest()
+
+    def _rest(self) -> None:
+        for setting in ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold"):
+            self.con.execute(f"SET {setting} = {_sql_string(RESTING_MEMORY)}")
+        self.con.execute(f"SET memory_limit = {_sql_string(RESTING_MEMORY)}")
+
+    @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        self.con.execute(f"SET memory_limit = {_sql_string(self._limit)}")
+        try:
+            yield
+        finally:
+            self._rest()
 
     def params_id(self, params: FingerprintParams | ParamSet) -> int | None:
-        return params_id(self.store, params)
+        with self._working():
+            return params_id(self.store, params)
 
     def generation(self) -> str:
         return meta(self.con, "generation")
@@ -303,8 +431,9 @@ class DuckPairs:
         roots: Sequence[str],
         groups: bool = True,
         walked: Sequence[str] | None = None,
-    ) -> dict[str, npt.NDArray[Any]]:
-        return scope(self.con, pid, roots, groups, walked)
+    ) -> dict[str, Any]:
+        with self._working():
+            return scope(self.con, pid, roots, groups, walked)
 
     def scope_rows(self, pid: int, files: dict[str, npt.NDArray[Any]]) -> SegmentRows:
         return segment_rows(self.store.root, self.con, pid, files)
@@ -317,19 +446,28 @@ class DuckPairs:
     def stored_run(self, key: str) -> tuple[int, str | None] | None:
         return stored_run(self.con, key)
 
+    def walk_stored(self, digest: str) -> bool:
+        return walk_stored(self.con, digest)
+
     def load_pairs(self, key: str) -> tuple[dict[str, npt.NDArray[Any]], int] | None:
-        return load_pairs(self.con, key)
+        with self._working():
+            return load_pairs(self.con, key)
 
     def store_pairs(
         self, key: str, cols: dict[str, npt.NDArray[Any]], stopped: int, walk_digest: str | None
     ) -> None:
-        store_pairs(self.con, key, cols, stopped, walk_digest)
+        with self._working():
+            store_pairs(self.con, key, cols, stopped, walk_digest)
 
     def set_walk_digest(self, key: str, digest: str | None) -> None:
-        set_walk_digest(self.con, key, digest)
+        with self._working():
+            set_walk_digest(self.con, key, digest)
 
     def save_exact(self, cols: dict[str, npt.NDArray[Any]]) -> None:
-        save_exact(self.con, cols)
+        with self._working():
+            save_exact(self.con, cols)
 
     def close(self) -> None:
+        # The store's own last statements (a checkpoint) under the connection's limit.
+        self.con.execute(f"SET memory_limit = {_sql_string(self._limit)}")
         self.store.close()

@@ -27,7 +27,7 @@ from sif.index.store import ParamSet
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
-Columns = dict[str, npt.NDArray[Any]]
+Columns = dict[str, Any]
 
 #: Bucket ranges are ``[lo, hi)`` with ``0 <= lo < hi <= BUCKETS``.
 BUCKETS = 1 << BUCKET_BITS
@@ -74,6 +74,9 @@ class PairStore(Protocol):
         Columns ``id``, ``path``, ``origin`` (bytes), ``view``, ``size``,
         ``kind``, ``n_fp``, ``n_distinct``, ``digest``, ``normalize`` and, with
         ``groups``, ``grp`` (``uint8``: one code per distinct (kind, view)).
+        The byte and string columns are sequences indexed as numpy arrays are
+        (an integer gives the value, an array of rows or a mask a column of
+        those rows): object arrays, or packed (:mod:`sif.core.packed`).
         ``walked``: only the files of this walk (its filters applied).
         """
         ...

@@ -80,7 +80,9 @@ SELECT count(*) FROM (
 #: process's base, 4 M 3.9 s and 240 MB, 2 M 2.9 s and 150 MB, 1 M 2.9 s and
 #: 115 MB: DuckDB's hash tables grow with the partition, and smaller ones stay
 #: in cache.
-PARTITION_ROWS = 1 << 21
+PARTITION_ROWS = 1 << 19
+#: DuckDB's allocator keeps memory freed up to this much before it returns it.
+ALLOCATOR_FLUSH = "16MB"
 #: When DuckDB runs out of memory under the limit, a partition is collated again
 #: with one thread (each thread's hash tables need their own memory), then cut into
 #: this many times more bucket ranges, twice (each part holds a share of the rows).
@@ -108,6 +110,10 @@ def collation_connection(memory_limit: str, temp_directory: str | None, threads:
         con.execute(f"SET temp_directory = {_sql_string(temp_directory)}")
     con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = false")  # the pairs get sorted
+    # Memory DuckDB frees goes back to the system beyond this (by default it kept up to
+    # 128 MB, and 512 MB after a bulk free: a partition's hash tables).
+    con.execute(f"SET allocator_flush_threshold = {_sql_string(ALLOCATOR_FLUSH)}")
+    con.execute(f"SET allocator_bulk_deallocation_flush_threshold = {_sql_string(ALLOCATOR_FLUSH)}")
     return con
 
 
@@ -151,10 +157,11 @@ def add_pairs(x: Pairs, y: Pairs) -> Pairs:
     """Two sets of pair counts, each sorted by (a, b) with no pair twice, summed per pair.
 
     What :func:`merge_pairs` gives for both, by a merge: the pairs of ``y``
-    found in ``x`` add their counts to ``x``'s (in place: ``x`` is the caller's
-    running sum), the others are inserted where they sort. Memory: ``x``, a
-    key of 8 bytes a pair of ``x``, and one column of the result at a time
-    (about 36 bytes a pair of ``x``, where a sort of both would take 64).
+    found in ``x`` add their counts to ``x``'s, the others are inserted where
+    they sort. ``x`` is the caller's running sum: it is updated in place and
+    returned, a column replaced at a time. Memory: ``x``, a key of 8 bytes a
+    pair of ``x`` (then one new column at a time: about 28 bytes a pair of
+    ``x``, where a sort of both would take 64).
     """
     if not len(x["a"]):
         return y
@@ -166,16 +173,15 @@ def add_pairs(x: Pairs, y: Pairs) -> Pairs:
     hit = kx[np.minimum(pos, len(kx) - 1)] == ky
     del kx, ky
     at = pos[hit]
-    out = dict(x)
     for c in ("shared", "hits_a", "hits_b"):
-        out[c] = np.asarray(out[c], dtype=np.uint32)
-        out[c][at] += np.asarray(y[c], dtype=np.uint32)[hit]
+        x[c] = np.asarray(x[c], dtype=np.uint32)
+        x[c][at] += np.asarray(y[c], dtype=np.uint32)[hit]
     del at
     new = ~hit
     where = pos[new]
     for c in PAIR_KEYS:  # pairs only in y, before the first larger pair of x
-        out[c] = np.insert(np.asarray(out[c], dtype=np.uint32), where, y[c][new])
-    return out
+        x[c] = np.insert(np.asarray(x[c], dtype=np.uint32), where, y[c][new])
+    return x
 
 
 def collate_ranges(

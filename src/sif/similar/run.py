@@ -7,14 +7,15 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
+from sif.core.packed import labels, packed
 from sif.errors import ConfigError, IndexUnusable, OutOfMemory
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.engine import Engine
@@ -25,6 +26,7 @@ from sif.index.pairstore import PairStore
 from sif.index.store import ParamSet
 from sif.similar.collate import collate_source
 from sif.similar.exact import (
+    SMALL_EXACT_BYTES,
     _exact_small,
     _identical_unfingerprinted,
 )
@@ -39,7 +41,7 @@ from sif.similar.score import _score, pending_exact
 from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
 from sif.similar.table import GroupTable, PairTable
-from sif.walk import WalkOptions, parallel_walk
+from sif.walk import RecordColumns, WalkOptions, parallel_walk
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -217,7 +219,7 @@ def _find(
     fp_params = params.params if isinstance(params, ParamSet) else params
     reused = (
         _reuse_unchanged(
-            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait
+            root_list, index, params, options, walk, jobs, on_warning, progress, stats, wait, pool
         )
         if store is None
         else None
@@ -250,8 +252,12 @@ def _find(
         if found is None:
             return _empty(options, stats, started)
         pid = found
-        walked = stats.index.walked
-        files = pstore.scope(pid, root_list, walked=walked.paths if walked is not None else None)
+        # The walk is needed no longer (a million files: 100 MB of names).
+        walked, stats.index.walked = stats.index.walked, None
+        files = _columnar(
+            pstore.scope(pid, root_list, walked=_WalkPaths(walked) if walked is not None else None)
+        )
+        del walked
         stats.files = len(files["id"])
         key = _run_key(
             pid, pstore.generation(), root_list, options.max_df, files["id"], options.exact
@@ -276,14 +282,13 @@ def _find(
                 )
             for k in ("exact_ab", "exact_ba"):
                 cols[k] = np.full(len(cols["a"]), np.nan)
-            _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs, engine)
-            tiny = _identical_unfingerprinted(files, options.max_df)
-            cols = {k: np.concatenate([v, tiny[k]]) for k, v in cols.items()}
+            _small_exact(cols, files, fp_params, stats, on_warning, progress, pool, jobs, engine)
+            cols = _append(cols, _identical_unfingerprinted(files, options.max_df))
             if options.exact:  # --fast reads no file again
                 held = small_pass(
                     cols, files, fp_params.window, stats, on_warning, progress, pool, jobs, engine
                 )
-                cols = {k: np.concatenate([v, held[k]]) for k, v in cols.items()}
+                cols = _append(cols, held)
             try:
                 pstore.store_pairs(key, cols, stats.stopped, digest)
             except duckdb.OutOfMemoryException:
@@ -298,6 +303,7 @@ def _find(
         )
         if options.exact and stats.exact_pairs:
             pstore.save_exact(cols)
+        del cols  # every collated pair (a million files: 5.3 M, 190 MB), before the groups
     finally:
         if store is None:
             pstore.close()
@@ -315,8 +321,11 @@ def _reuse_unchanged(
     progress: Progress,
     stats: SimilarStats,
     wait: bool = False,
+    workers: Any = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]]] | None:
     """The stored pair counts and the files in scope, if nothing changed since they were made.
+
+    ``workers``: a pool to walk on (the exact pass's), else one is forked for the walk.
 
     A re-threshold with no rescan: a stat walk of the roots (no file opened),
     whose digest (:meth:`sif.walk.RecordColumns.digest`) must equal the one
@@ -341,13 +350,17 @@ def _reuse_unchanged(
         return None
     warnings: list[ScanWarning] = []
     progress.stage("walking", None)
-    pool = fork_pool(jobs)  # forked before the store is opened: no inherited lock
+    # The exact pass's workers walk too (forked before any store was opened); without
+    # them, workers of its own, forked before the store is opened: no inherited lock.
+    own = fork_pool(jobs) if workers is None else None
     try:
         skipping = skip_index_dir(walk or WalkOptions(), location)
-        walked, _ = parallel_walk(root_list, skipping, warnings.append, pool, jobs, progress)
+        walked, _ = parallel_walk(
+            root_list, skipping, warnings.append, workers or own, jobs, progress
+        )
     finally:
-        if pool is not None:
-            pool.shutdown()
+        if own is not None:
+            own.shutdown()
     digest = walked.digest()
     try:
         pstore = DuckPairs(DuckStore(location, read_only=True, wait=wait))
@@ -355,9 +368,11 @@ def _reuse_unchanged(
         return None
     try:
         pid = pstore.params_id(params)
-        if pid is None:
-            return None
-        files = pstore.scope(pid, root_list, groups=False, walked=walked.paths)
+        if pid is None or not pstore.walk_stored(digest):
+            return None  # no stored run of this walk: no scope to make (a million files: 10 s)
+        files = _columnar(pstore.scope(pid, root_list, groups=False, walked=_WalkPaths(walked)))
+        walked_files = len(walked)
+        del walked
         key = _run_key(
             pid, pstore.generation(), root_list, options.max_df, files["id"], options.exact
         )
@@ -378,10 +393,92 @@ def _reuse_unchanged(
     stats.files = len(files["id"])
     stats.reused = True
     stats.pairs_collated = len(cols["a"])
-    stats.index = IndexStats(unchanged=len(walked), walk_digest=digest)
+    stats.index = IndexStats(unchanged=walked_files, walk_digest=digest)
     stats.index.seconds = stats.seconds_index = time.perf_counter() - t0
     progress.log(f"nothing changed under the roots: reusing {len(cols['a']):,} stored pairs")
     return cols, files
+
+
+def _small_exact(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, Any],
+    params: FingerprintParams,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+    pool: Any,
+    jobs: int,
+    engine: Engine | None,
+) -> None:
+    """:func:`sif.similar.exact._exact_small` on the pairs of two small files only.
+
+    The same scores in ``cols``: it scores no other pair, but it takes the
+    estimates of every pair it is given (on 1.35 M collated pairs of 300,000
+    files, 200 MB of temporaries), so it is given those pairs only, found a
+    slice of :data:`sif.similar.score.SCORE_SLICE` pairs at a time.
+    """
+    from sif.similar.score import SCORE_SLICE
+
+    ids = np.asarray(files["id"], dtype=np.uint32)
+    size = np.asarray(files["size"], dtype=np.int64)
+    if not len(ids):
+        return
+    rows = []
+    for lo in range(0, len(cols["a"]), SCORE_SLICE):
+        ia = np.minimum(np.searchsorted(ids, cols["a"][lo : lo + SCORE_SLICE]), len(ids) - 1)
+        ib = np.minimum(np.searchsorted(ids, cols["b"][lo : lo + SCORE_SLICE]), len(ids) - 1)
+        rows.append(lo + np.flatnonzero(np.maximum(size[ia], size[ib]) < SMALL_EXACT_BYTES))
+    todo = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
+    if not len(todo):
+        return
+    sub = {k: v[todo] for k, v in cols.items()}
+    _exact_small(sub, files, params, stats, on_warning, progress, pool, jobs, engine)
+    cols["exact_ab"][todo], cols["exact_ba"][todo] = sub["exact_ab"], sub["exact_ba"]
+
+
+def _append(
+    cols: dict[str, npt.NDArray[Any]], more: dict[str, npt.NDArray[Any]]
+) -> dict[str, npt.NDArray[Any]]:
+    """The pair columns ``cols`` followed by ``more`` (``cols`` itself when ``more`` is empty:
+    no copy of millions of pairs for none)."""
+    if not len(more["a"]):
+        return cols
+    return {k: np.concatenate([v, more[k]]) for k, v in cols.items()}
+
+
+class _WalkPaths(Sequence[str]):
+    """The paths of a walk, each made when read (a list of a million took 90 MB)."""
+
+    def __init__(self, walked: RecordColumns) -> None:
+        self.walked = walked
+
+    def __len__(self) -> int:
+        return len(self.walked)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self.walked.path(j) for j in range(*i.indices(len(self)))]
+        return self.walked.path(i)
+
+    def __iter__(self) -> Iterator[str]:
+        dirs = self.walked.dirs
+        return (dirs[d] + n for d, n in zip(self.walked.dir_of, self.walked.names, strict=True))
+
+
+def _columnar(files: dict[str, Any]) -> dict[str, Any]:
+    """The scope with its byte columns packed and its string columns as codes
+    (:mod:`sif.core.packed`), whichever store made it (the on-disk index packs
+    them already)."""
+    out = dict(files)
+    for k in ("path", "origin", "digest"):
+        out[k] = packed(files[k])
+    for k in ("kind", "view", "normalize"):
+        out[k] = labels(files[k])
+    return out
 
 
 def _result(
