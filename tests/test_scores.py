@@ -308,3 +308,33 @@ def test_window_sets_refuse_content_that_is_not_the_indexed_one(tmp_path: Path) 
     f.unlink()
     assert WindowSets(50, 1 << 20, "auto", {3: digest}, warnings.append).get(3, src) is None
     assert [w.path for w in warnings] == [str(f)]  # a vanished file is one warning
+
+
+def test_window_sets_over_budget_drop_the_set_needed_last(tmp_path: Path) -> None:
+    """With a budget of two sets, the one needed again soonest stays (Belady's rule);
+    without a clock, the least recently used goes (and is read again)."""
+    import blake3
+
+    from sif.windowsets import WindowSets
+
+    files = {}
+    for i in (1, 2, 3):
+        f = tmp_path / f"{i}.txt"
+        f.write_bytes(text(800 + i, 3_000))
+        files[i] = (str(f), str(f), "raw")
+    digests = {i: blake3.blake3(Path(src[0]).read_bytes()).digest() for i, src in files.items()}
+    one = len(window_set(Path(files[1][0]).read_bytes())) * 8
+    budget = 2 * one + one // 2  # room for two sets, not three
+
+    def reads(order: list[int], clock: bool) -> int:
+        sets = WindowSets(50, budget, "auto", digests, lambda w: None, jit=False)
+        for k, fid in enumerate(order):
+            nxt = next((j for j in range(k + 1, len(order)) if order[j] == fid), -1)
+            got = sets.get(fid, files[fid], nxt if clock else None)
+            assert got is not None and len(got) > 0
+        return sets.files_read
+
+    # When 3 is made, 1 is needed again and 2 never: Belady drops 2, LRU drops 1.
+    order = [1, 2, 3, 1, 3, 1]
+    assert reads(order, clock=True) == 3  # each file made once
+    assert reads(order, clock=False) == 4  # 1 read again
