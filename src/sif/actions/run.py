@@ -48,14 +48,16 @@ import queue
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sif.actions import fsops
 from sif.actions.journal import Journal, begin_line, done_line, now
 from sif.actions.plan import FileRef, Plan, Step
-from sif.actions.trash import TrashCan, reserve, trash_can
 from sif.actions.verify import Changed, Comparer, Expected, check_stat, open_checked
 from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
+
+if TYPE_CHECKING:
+    from sif.actions.trash import TrashCan
 
 RECLAIMING = frozenset({"link", "symlink", "reflink", "remove"})
 
@@ -321,6 +323,8 @@ class Runner:
                 assert step.target is not None  # the plan gives every move its destination
                 begin["dest"] = step.target
             elif step.action == "trash":
+                from sif.actions.trash import reserve, trash_can
+
                 can = self.cans.get(drop.dev)
                 if can is None:
                     can = self.cans[drop.dev] = trash_can(drop.path, drop.dev)
@@ -485,9 +489,8 @@ def probe_reflink(plan: Plan) -> list[str]:
 
 
 def _header(plan: Plan) -> dict[str, Any]:
-    import socket
-
     from sif import __version__
+    from sif.actions.report import hostname
 
     return {
         "action": plan.action,
@@ -499,7 +502,7 @@ def _header(plan: Plan) -> dict[str, Any]:
         },
         "report": plan.source,
         "sif_version": __version__,
-        "host": socket.gethostname(),
+        "host": hostname(),
         "started": now(),
     }
 
