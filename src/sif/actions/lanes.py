@@ -136,7 +136,10 @@ class Closer:
     are read-only: closing them changes nothing else.
     """
 
-    THREADS = 3
+    THREADS = 8
+    """Waits that overlap: on ext4 with ``discard``, at load 10, a run of 6.5 k links
+    waited 0.75-1.6 s on its closes with 3 threads, 0.13-0.27 s with 8 (a close waits on
+    the file system and the device, not on a CPU)."""
     BEHIND = 2
     """Batches whose descriptors may wait to be closed (then the run waits)."""
 

@@ -29,7 +29,7 @@ For every step, in order:
    kept inode's ctime: the next step of the group expects that), written
    with the next batch's ``begin`` records;
 5. the dropped file's descriptor, open until after the rename, is closed by
-   a few threads beside the run (:class:`Closer`): where that close frees
+   eight threads beside the run (:class:`Closer`): where that close frees
    the file's blocks, the file system's wait (a discard) overlaps the next
    steps instead of stalling them.
 
