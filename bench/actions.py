@@ -10,6 +10,8 @@ interleaved, repetition after repetition, in a rotating order.
 sif's figure is the whole two-step job: `sif dupes --format json` (the
 report) then `sif link` (which re-checks every byte of both files of every
 step through open descriptors before linking), each measured, and summed.
+`sif link` runs its re-checks and steps in two threads (jdupes in one): read
+its wall time beside its CPU seconds.
 
     python bench/actions.py --prepare     # build the pristine tree
     python bench/actions.py --reps 3

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +182,33 @@ def test_compare_reads_exactly_the_size_in_one_read_or_in_blocks(tmp_path: Path)
             for fd in fds.values():
                 os.close(fd)
         assert c.bytes_read > 0
+
+
+def test_journal_dir_is_platformdirs_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal directory made without platformdirs is the one platformdirs names."""
+    import platformdirs
+
+    from sif.actions.journal import journal_dir
+
+    for xdg, home in [
+        ("/x/state", "/home/u"),
+        (None, "/home/u"),
+        (None, "/home/u/"),
+        ("relative/state", "/home/u"),
+        ("", "/"),
+        (None, None),
+    ]:
+        for var, value in (("XDG_STATE_HOME", xdg), ("HOME", home)):
+            if value is None:
+                monkeypatch.delenv(var, raising=False)
+            else:
+                monkeypatch.setenv(var, value)
+        assert journal_dir() == os.path.join(platformdirs.user_state_dir("sif"), "journals")
+
+
+def test_hostname_is_socket_gethostname() -> None:
+    import socket
+
+    from sif.actions.report import hostname
+
+    assert hostname() == socket.gethostname()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -34,13 +35,25 @@ def make_tree(root: Path, seed: int) -> dict[str, bytes]:
     return files
 
 
-def kill_at_random(args: list[str], journal: Path, env: dict[str, str], rng: random.Random) -> None:
-    """Run sif and SIGKILL it once its journal has grown by a random number of bytes."""
+def small_batches() -> None:
+    """A descriptor limit that makes batches of about 128 steps (not 1024): a journal
+    that grows in many steps, so kills fall at many moments of the run."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64 + 6 * 128, hard))
+
+
+def kill_at_random(
+    args: list[str], journal: Path, env: dict[str, str], rng: random.Random, small: bool
+) -> None:
+    """Run sif and SIGKILL it once its journal has grown by a random number of bytes (in
+    batches of ~128 steps), or that and a random delay (in batches of 1024, which the
+    journal shows in two or three writes: the delay puts the kill inside a batch)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "sif", *args],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=small_batches if small else None,
     )
     grow = rng.randrange(0, 500_000)  # ~300 bytes a step: anywhere in 2000 steps
     start = None
@@ -52,6 +65,8 @@ def kill_at_random(args: list[str], journal: Path, env: dict[str, str], rng: ran
             continue
         start = size if start is None else start
         if size - start >= grow:
+            if not small:
+                time.sleep(rng.uniform(0, 0.05))
             break
         time.sleep(0.001)
     proc.send_signal(signal.SIGKILL)
@@ -73,7 +88,8 @@ def test_kill_link_and_move_at_random_moments() -> None:
             journal = base / f"journal-{round_}.jsonl"
             dest = base / "moved"
             args = ["remove", "--to", str(dest)] if moving else ["link"]
-            kill_at_random([*args, "-q", "--journal", str(journal), str(report)], journal, env, rng)
+            argv = [*args, "-q", "--journal", str(journal), str(report)]
+            kill_at_random(argv, journal, env, rng, small=round_ % 8 < 4)
             for path, data in files.items():
                 moved = dest / os.path.relpath(path, root / "b")
                 if moving and path.startswith(str(root / "b")):

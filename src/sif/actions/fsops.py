@@ -18,14 +18,15 @@ Nothing here deletes a file it did not create.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
-import secrets
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ctypes
 
 BLOCK = 1024 * 1024
 """Bytes per read when copying or comparing: memory stays bounded."""
@@ -51,7 +52,7 @@ NO_REFLINK_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errn
 
 def temp_name(directory: str) -> str:
     """An unpredictable name in ``directory`` (``.sif-<64 random bits>.tmp``)."""
-    return os.path.join(directory, f".sif-{secrets.token_hex(8)}.tmp")
+    return os.path.join(directory, f".sif-{os.urandom(8).hex()}.tmp")  # secrets.token_hex(8)
 
 
 def make_temp(directory: str, create: Callable[[str], None], tries: int = 8) -> str:
@@ -70,11 +71,23 @@ _libc: ctypes.CDLL | None = None
 _renameat2: object = None
 
 
+def _load_libc(ctypes: Any) -> ctypes.CDLL:
+    """The C library: ``libc.so.6`` (glibc) at once, else the one ``find_library`` names."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        import ctypes.util
+
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def _renameat2_func() -> object:
     global _libc, _renameat2
     if _renameat2 is None:
+        import ctypes  # here: its import (and find_library's ldconfig) is paid only when needed
+
         try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            _libc = _load_libc(ctypes)
             func = _libc.renameat2
             func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
             func.argtypes += [ctypes.c_uint]
@@ -92,6 +105,8 @@ def rename_noreplace(src: str, dst: str) -> None:
         rc = func(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
         if rc == 0:
             return
+        import ctypes
+
         err = ctypes.get_errno()
         if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
             raise OSError(err, os.strerror(err), src, None, dst)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _jstr
@@ -39,7 +40,18 @@ JOURNAL_FORMAT = 1
 
 
 def journal_dir() -> str:
-    """Where journals go: ``$XDG_STATE_HOME/sif/journals`` (``~/.local/state/...``)."""
+    """Where journals go: ``$XDG_STATE_HOME/sif/journals`` (``~/.local/state/...``).
+
+    ``platformdirs.user_state_dir("sif")``; on Linux, its answer for an absolute
+    ``$XDG_STATE_HOME`` or ``$HOME`` is made here (importing platformdirs costs
+    more than the rest of a small run's start).
+    """
+    if sys.platform.startswith("linux"):
+        xdg, home = os.environ.get("XDG_STATE_HOME", ""), os.environ.get("HOME", "")
+        if xdg.startswith("/"):
+            return os.path.join(xdg, "sif", "journals")
+        if home.startswith("/"):
+            return os.path.join(home, ".local", "state", "sif", "journals")
     import platformdirs
 
     return os.path.join(platformdirs.user_state_dir("sif"), "journals")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _jstr
@@ -31,6 +30,12 @@ from sif.exact import Group, Replica
 REPORT_KIND = "sif dupes"
 REPORT_FORMAT = 1
 """Bumped whenever a field the actions read changes meaning."""
+
+
+def hostname() -> str:
+    """This machine's name: ``hostname()`` (the kernel's ``uname`` node name),
+    without importing :mod:`socket`."""
+    return os.uname().nodename
 
 
 def machine_id() -> str:
@@ -54,7 +59,7 @@ def dupes_header(roots: Iterable[str], args: Iterable[str]) -> dict[str, Any]:
         "roots": [os.path.abspath(r) for r in roots],
         "cwd": os.getcwd(),
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
+        "host": hostname(),
         "machine_id": machine_id(),
     }
 
@@ -249,7 +254,7 @@ def check_header(header: Any, source: str, *, any_machine: bool = False) -> dict
             raise InputError(f"{source}: the report's header has no {key!r}")
     mine = machine_id()
     theirs = header.get("machine_id", "")
-    other = (mine and theirs and mine != theirs) or header["host"] != socket.gethostname()
+    other = (mine and theirs and mine != theirs) or header["host"] != hostname()
     if other and not any_machine:
         raise InputError(
             f"{source}: the report was made on another machine ({header['host']!r}, "

@@ -187,9 +187,9 @@ def _undo_step(
 def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> UndoResult:
     """Undo every done step of the journal at ``path``, last first."""
     data = read_journal(path)
-    import socket
+    from sif.actions.report import hostname
 
-    if data.header.get("host") != socket.gethostname():
+    if data.header.get("host") != hostname():
         raise InputError(f"{path}: a journal of another machine ({data.header.get('host')!r})")
     result = UndoResult(path)
     j = Journal.append_to(path)

@@ -1,0 +1,176 @@
+"""Runs whose re-checks and steps are shared by two lanes (threads), end to end.
+
+Many groups in small batches, two lanes: a file changed after the report
+(size and mtime restored) is still skipped, every other step is journaled
+(``begin`` then ``done``) and done; both lanes did re-checks and steps. A
+Ctrl-C in the middle of a batch (during its re-checks or its steps) stops
+both lanes, leaves no descriptor open and no temporary name, every file
+with its bytes, and a journal that ``sif resume`` finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actionutil import contents, report_of, sif
+from sif.actions import plan_actions
+from sif.actions.journal import Journal, now, read_journal
+from sif.actions.lanes import Lanes
+from sif.actions.run import Runner, _header, _Ready
+from sif.actions.verify import Comparer
+from treeutil import write
+
+GROUPS = 30
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def many_groups(root: Path) -> None:
+    """Groups of three files; every fourth group's dropped file in c has a second name."""
+    for i in range(GROUPS):
+        data = f"group {i}\n".encode() * (50 * i + 1)
+        for side in ("a", "b", "c"):
+            write(root / side / f"f{i}", data)
+        if i % 4 == 0:
+            os.link(root / "c" / f"f{i}", root / "c" / f"g{i}")
+
+
+class Recording(Comparer):
+    """A comparer that notes the threads it compared in (and can be interrupted)."""
+
+    def __init__(self, interrupt_at: int | None = None) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+        self.calls = 0
+        self.interrupt_at = interrupt_at
+
+    def same(self, fd_a: int, fd_b: int, size: int) -> bool:
+        self.threads.add(threading.get_ident())
+        if threading.current_thread() is threading.main_thread():
+            self.calls += 1
+            if self.calls == self.interrupt_at:
+                raise KeyboardInterrupt
+        return super().same(fd_a, fd_b, size)
+
+
+class Recorder(Runner):
+    """A runner that notes the threads its steps ran in (and can be interrupted)."""
+
+    def __init__(self, *args: Any, interrupt_at: int | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.act_threads: set[int] = set()
+        self.acts = 0
+        self.interrupt_at = interrupt_at
+
+    def _act(self, r: _Ready) -> str:
+        self.act_threads.add(threading.get_ident())
+        if threading.current_thread() is threading.main_thread():
+            self.acts += 1
+            if self.acts == self.interrupt_at:
+                raise KeyboardInterrupt
+        return super()._act(r)
+
+
+def start(tmp_path: Path, **kw: Any) -> tuple[Path, Path, Any, Journal, Recorder]:
+    root = tmp_path / "t"
+    many_groups(root)
+    plan = plan_actions(report_of(root / "a", root / "b", root / "c"), "link")
+    journal = tmp_path / "j.jsonl"
+    j = Journal.create(_header(plan), plan.steps, str(journal))
+    runner = Recorder(j, lambda w: None, threads=2, **kw)
+    runner.batch = 7  # several batches, each shared by both lanes
+    return root, journal, plan, j, runner
+
+
+def test_two_lanes_skip_a_file_changed_after_the_report_and_journal_every_step(
+    tmp_path: Path,
+) -> None:
+    root, journal, plan, j, runner = start(tmp_path)
+    runner.comparers = [Recording(), Recording()]
+    victim = root / "c" / "f13"
+    st = os.stat(victim)
+    changed = victim.read_bytes()[:-2] + b"X\n"
+    victim.write_bytes(changed)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))  # size and mtime as before
+    before = contents(root)
+    runner.run_all(plan.steps)
+    j.record("end", at=now(), sync=True)
+    j.close()
+    result = runner.result
+    assert result.skipped == 1 and result.failed == 0
+    assert result.done == len(plan.active) - 1
+    assert [w.path for w in result.problems] == [str(victim)]
+    assert "changed since the report" in result.problems[0].cause
+    assert len(set().union(*(c.threads for c in runner.comparers))) == 2  # type: ignore[attr-defined]
+    assert len(runner.act_threads) == 2
+    assert contents(root) == before and victim.read_bytes() == changed
+    assert os.stat(victim).st_ino == st.st_ino
+    for i in range(GROUPS):
+        names = [root / side / f"f{i}" for side in ("a", "b", "c")]
+        inodes = {os.lstat(p).st_ino for p in names}
+        if i == 13:
+            assert inodes == {os.lstat(names[0]).st_ino, st.st_ino}
+        else:
+            assert len(inodes) == 1
+    data = read_journal(str(journal))
+    assert data.ended
+    for s in data.steps:
+        if s.drop.path == str(victim):
+            assert data.state(s.index) == "skipped" and data.find(s.index, "begin") is None
+        else:
+            assert data.state(s.index) == "done" and data.find(s.index, "begin"), s
+    r = sif("undo", str(journal))
+    assert r.returncode == 0, r.stderr
+    assert contents(root) == before
+
+
+@pytest.mark.parametrize("where", ["recheck", "act"])
+def test_a_ctrl_c_in_a_batch_stops_both_lanes_and_resume_finishes(
+    tmp_path: Path, where: str
+) -> None:
+    open_before = set(os.listdir("/proc/self/fd"))
+    if where == "act":
+        root, journal, plan, j, runner = start(tmp_path, interrupt_at=9)
+    else:
+        root, journal, plan, j, runner = start(tmp_path)
+        runner.comparers = [Recording(interrupt_at=9), Recording()]
+    before = contents(root)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_all(plan.steps)
+    j.close()
+    assert 0 < runner.result.done < len(plan.active)
+    assert set(os.listdir("/proc/self/fd")) <= open_before
+    assert [p for p in map(str, root.rglob("*")) if ".sif-" in p] == []
+    assert contents(root) == before
+    r = sif("resume", str(journal))
+    assert r.returncode == 0, r.stderr
+    assert contents(root) == before
+    for i in range(GROUPS):
+        assert len({os.lstat(root / side / f"f{i}").st_ino for side in ("a", "b", "c")}) == 1
+
+
+def test_lanes_wait_for_every_lane_and_raise_a_lane_error_after() -> None:
+    lanes = Lanes(2)
+    done: list[str] = []
+
+    def fails() -> None:
+        raise ValueError("a bug in a lane")
+
+    def slow() -> None:
+        threading.Event().wait(0.05)
+        done.append("slow")
+
+    with pytest.raises(ValueError, match="a bug in a lane"):
+        lanes.run([slow, fails])
+    assert done == ["slow"]
+    lanes.run([lambda: done.append("here"), lambda: done.append("there")])
+    assert sorted(done) == ["here", "slow", "there"]
+    lanes.shutdown()
