@@ -84,11 +84,34 @@ class IndexStats:
     walked: RecordColumns | None = field(default=None, repr=False, compare=False)
     """This run's walk: the files in the scope of the command (its filters applied)."""
 
+    _read_kept: list[str] | None = field(default=None, repr=False, compare=False)
+
     @property
     def read_paths(self) -> list[str]:
-        """Paths read in this run, in completion order (tests assert what was re-read)."""
-        walked = self.walked
-        return [] if walked is None else [walked.path(i) for i in self.read_rows]
+        """Paths read in this run, in completion order (tests assert what was re-read).
+
+        From :attr:`walked`; once :meth:`drop_walk` dropped it, the paths it kept.
+        Raises :class:`LookupError` when the walk went with more than
+        :data:`READ_PATHS_KEPT` of them.
+        """
+        if self.walked is not None:
+            return [self.walked.path(i) for i in self.read_rows]
+        if self._read_kept is not None:
+            return list(self._read_kept)
+        if not len(self.read_rows):
+            return []
+        raise LookupError(f"{len(self.read_rows):,} paths read: the walk is no longer held")
+
+    def drop_walk(self) -> None:
+        """Let go of :attr:`walked` (a million files: 100 MB of names), keeping the read
+        paths when they are few (a re-run reads only what changed)."""
+        if self.walked is not None and len(self.read_rows) <= READ_PATHS_KEPT:
+            self._read_kept = [self.walked.path(i) for i in self.read_rows]
+        self.walked = None
+
+
+#: :meth:`IndexStats.drop_walk` keeps the paths read when there are at most this many.
+READ_PATHS_KEPT = 4096
 
 
 # Set before the pool forks, so that workers inherit them instead of receiving

@@ -253,7 +253,8 @@ def _find(
             return _empty(options, stats, started)
         pid = found
         # The walk is needed no longer (a million files: 100 MB of names).
-        walked, stats.index.walked = stats.index.walked, None
+        walked = stats.index.walked
+        stats.index.drop_walk()
         files = _columnar(
             pstore.scope(pid, root_list, walked=_WalkPaths(walked) if walked is not None else None)
         )
