@@ -110,6 +110,7 @@ def test_a_packed_scope_holds_the_columns_of_objects(
             assert (walked is None) == any(p.endswith(b".bin") for p in disk["path"])
     finally:
         ps.close()
+        memory.close()  # its spill directory, in the system's temp dir
 
 
 def _walk(root: str) -> list[str]:
