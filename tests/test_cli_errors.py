@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -92,8 +93,11 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def interrupt(args: list[str], tmp: Path, after: float) -> tuple[int, str]:
-    """Run sif, press Ctrl-C (SIGINT to its process group) ``after`` s once its workers run."""
+def interrupt(
+    args: list[str], tmp: Path, after: float, ready: Callable[[], bool] | None = None
+) -> tuple[int, str]:
+    """Run sif, press Ctrl-C (SIGINT to its process group) ``after`` s once its workers run
+    (and, with ``ready``, once ``ready()`` says the run is where the test wants it)."""
     err_path = tmp / "stderr"
     with open(err_path, "w") as err, open(os.devnull, "w") as out:
         proc = subprocess.Popen(
@@ -102,6 +106,10 @@ def interrupt(args: list[str], tmp: Path, after: float) -> tuple[int, str]:
         deadline = time.monotonic() + 60
         while not children(proc.pid):
             assert proc.poll() is None, "sif ended before its workers started"
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        while ready is not None and not ready():
+            assert proc.poll() is None, "sif ended before it was ready for Ctrl-C"
             assert time.monotonic() < deadline
             time.sleep(0.002)
         time.sleep(after)
@@ -129,7 +137,11 @@ def test_ctrl_c_in_index_stops_quietly_and_the_index_stays_usable(tmp_path: Path
     tree = text_tree(tmp_path / "t", 24, 2 << 20)
     index = tmp_path / "idx"
     args = ["index", "-j", "2", "--index", str(index), "--checkpoint-bytes", str(4 << 20)]
-    rc, err = interrupt([*args, str(tree)], tmp_path, 0.5)  # mid-run: the run takes ~1.5 s
+    # Mid-run: right after the first checkpoint's segment (4 MB of 48 MB), not after a
+    # fixed delay (indexing got fast enough to end first).
+    rc, err = interrupt(
+        [*args, str(tree)], tmp_path, 0.0, ready=lambda: any((index / "segments").glob("*"))
+    )
     # 130, or the signal's own status when it lands in the interpreter's last teardown
     # (its handlers are reset there): the shell shows 130 for both.
     assert rc in (130, -signal.SIGINT), err
