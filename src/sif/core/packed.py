@@ -18,6 +18,14 @@ I64 = npt.NDArray[np.int64]
 U32 = npt.NDArray[np.uint32]
 
 
+def same_items(seq: Sequence[Any], other: object) -> bool:
+    """``seq == other`` for a sequence made on read: equal to any sequence (a list, a
+    tuple) of equal items in order; ``NotImplemented`` for anything else."""
+    if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+        return NotImplemented
+    return len(seq) == len(other) and all(x == y for x, y in zip(seq, other, strict=True))
+
+
 class PackedBytes(Sequence[bytes]):
     """A read-only sequence of byte strings: item ``i`` is ``data[start[i]:start[i] + size[i]]``.
 
@@ -63,9 +71,7 @@ class PackedBytes(Sequence[bytes]):
             yield bytes(data[s : s + n])
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(x == y for x, y in zip(self, other, strict=True))
+        return same_items(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -147,9 +153,7 @@ class Labels(Sequence[str]):
         return (names[c] for c in self.code.tolist())
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(x == y for x, y in zip(self, other, strict=True))
+        return same_items(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -20,6 +20,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from sif.core.packed import same_items
 from sif.similar.model import GroupMember, SimilarFile, SimilarGroup, SimilarPair
 
 I64 = npt.NDArray[np.int64]
@@ -69,9 +70,7 @@ class _Rows(Sequence[Any]):
             yield self._item(j)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(x == y for x, y in zip(self, other, strict=True))
+        return same_items(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 
