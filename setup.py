@@ -9,6 +9,12 @@ setup(
             ["src/sif/core/_winnowc.c"],
             extra_compile_args=["-O3"],
             optional=True,
-        )
+        ),
+        Extension(
+            "sif.actions._recheckc",
+            ["src/sif/actions/_recheckc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

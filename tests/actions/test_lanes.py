@@ -44,10 +44,11 @@ def many_groups(root: Path) -> None:
 
 
 class Recording(Comparer):
-    """A comparer that notes the threads it compared in (and can be interrupted)."""
+    """A comparer that notes the threads it compared in (and can be interrupted): the
+    Python re-check, whose comparison is a method it can wrap."""
 
     def __init__(self, interrupt_at: int | None = None) -> None:
-        super().__init__()
+        super().__init__(compiled=False)
         self.threads: set[int] = set()
         self.calls = 0
         self.interrupt_at = interrupt_at

@@ -192,14 +192,39 @@ def _root_index(path: str, roots: list[str]) -> int:
     return len(roots)
 
 
-def rank(replicas: Iterable[Replica], policy: KeepPolicy, roots: list[str]) -> list[Replica]:
+class _Roots:
+    """:func:`_root_index` with each root's forms made once (a plan asks for every file)."""
+
+    def __init__(self, roots: list[str]) -> None:
+        self.forms = []
+        for root in roots:
+            root = root.rstrip("/") or "/"
+            self.forms.append((root, root if root == "/" else root + "/"))
+
+    def index(self, path: str) -> int:
+        for i, (root, prefix) in enumerate(self.forms):
+            if path.startswith(prefix) or path == root:
+                return i
+        return len(self.forms)
+
+    def first(self, paths: tuple[str, ...]) -> int:
+        """The earliest root any of ``paths`` is under."""
+        if len(paths) == 1:
+            return self.index(paths[0])
+        return min(map(self.index, paths))
+
+
+def rank(
+    replicas: Iterable[Replica], policy: KeepPolicy, roots: list[str] | _Roots
+) -> list[Replica]:
     """The replicas best first under ``policy`` (the path breaks the last tie)."""
+    under = roots if isinstance(roots, _Roots) else _Roots(roots)
 
     def key(r: Replica) -> tuple[Any, ...]:
         parts: list[Any] = []
         for rule in policy.rules:
             if rule == "first-root":
-                parts.append(min(_root_index(p, roots) for p in r.paths))
+                parts.append(under.first(r.paths))
             elif rule == "newest":
                 parts.append(-r.mtime_ns)
             elif rule == "oldest":
@@ -283,9 +308,10 @@ def plan_actions(
         to_dev = os.stat(existing).st_dev
     plan = Plan(action, keep, source=source)
     destinations: set[str] = set()
+    under = _Roots(root_list)
     for gi, g in enumerate(groups, 1):
         plain = [r for r in g.replicas if r.archive is None]
-        ranked = rank(plain, keep, root_list)
+        ranked = rank(plain, keep, under)
         protected = [r for r in ranked if _protected(r, keep)]
         kept = set(map(id, protected))
         for r in ranked:

@@ -16,6 +16,7 @@ of another format, or made on another machine is refused with
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import os
 from collections.abc import Iterable
@@ -168,27 +169,37 @@ def _group_fast(doc: Any, cwd: str) -> Group | None:
     for f in files:
         if type(f) is not dict:
             return None
-        names, archive, links = f.get("names"), f.get("archive"), f.get("symlinks", [])
-        dev, ino, mtime, ctime = f.get("dev"), f.get("ino"), f.get("mtime_ns"), f.get("ctime_ns")
+        get = f.get
+        names, archive, links = get("names"), get("archive"), get("symlinks", ())
+        dev, ino, mtime, ctime = get("dev"), get("ino"), get("mtime_ns"), get("ctime_ns")
         if not (
             type(names) is list
             and names
-            and type(links) is list
+            and (type(links) is list or links == ())
             and (archive is None or type(archive) is str)
-            and type(f.get("size")) is int
+            and type(get("size")) is int
             and f["size"] == size
             and type(dev) is int
             and type(ino) is int
             and type(mtime) is int
             and type(ctime) is int
-            and all(type(n) is str for n in names)
-            and all(type(n) is str for n in links)
         ):
             return None
-        if archive is None:
-            paths, symlinks = _absolute(cwd, names), _absolute(cwd, links)
+        if len(names) == 1 and not links:  # the common case, without generators
+            name = names[0]
+            if type(name) is not str:
+                return None
+            if archive is None and name[:1] != "/":
+                name = os.path.join(cwd, name)
+            paths: tuple[str, ...] = (name,)
+            symlinks: tuple[str, ...] = ()
         else:
-            paths, symlinks = tuple(names), tuple(links)
+            if not (all(type(n) is str for n in names) and all(type(n) is str for n in links)):
+                return None
+            if archive is None:
+                paths, symlinks = _absolute(cwd, names), _absolute(cwd, links)
+            else:
+                paths, symlinks = tuple(names), tuple(links)
         replicas.append(
             Replica(paths, dev, ino, mtime, archive=archive, symlinks=symlinks, ctime_ns=ctime)
         )
@@ -294,12 +305,38 @@ def read_report(source: str | IO[bytes], *, any_machine: bool = False) -> Report
         header = None
     header = check_header(header, name, any_machine=any_machine)
     report = Report(header, [], name)
-    for n, line in enumerate(lines, 2):
-        if not line.strip():
+    cwd, n = header["cwd"], 2
+    while chunk := list(itertools.islice(lines, CHUNK_LINES)):
+        groups = _fast_chunk(chunk, cwd)
+        if groups is not None:
+            report.groups += groups
+            n += len(chunk)
             continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{name}: line {n}: not JSON ({exc})") from None
-        report.groups.append(_group(doc, header["cwd"], f"{name}: line {n}"))
+        for line in chunk:  # a doubt: line by line, naming the first bad line
+            if line.strip():
+                try:
+                    doc = json.loads(line)
+                except ValueError as exc:
+                    raise InputError(f"{name}: line {n}: not JSON ({exc})") from None
+                report.groups.append(_group(doc, cwd, f"{name}: line {n}"))
+            n += 1
     return report
+
+
+CHUNK_LINES = 4096
+"""Report lines decoded by one ``json.loads`` (of a JSON array of them)."""
+
+
+def _fast_chunk(chunk: list[bytes], cwd: str) -> list[Group] | None:
+    """The groups of ``chunk``'s lines, decoded in one ``json.loads``; None when any line is
+    blank, does not parse or is not a well-formed group (then each line is read alone)."""
+    if not all(line.strip() for line in chunk):
+        return None
+    try:
+        docs = json.loads(b"[" + b",".join(chunk) + b"]")
+    except ValueError:
+        return None
+    if len(docs) != len(chunk):  # a line with a comma at its top level
+        return None
+    groups = [_group_fast(doc, cwd) for doc in docs]
+    return None if None in groups else groups  # type: ignore[return-value]

@@ -59,7 +59,7 @@ from sif.actions import fsops
 from sif.actions.journal import Journal, begin_line, done_line, now
 from sif.actions.lanes import Closer, Failed, Lanes, attempt, default_threads
 from sif.actions.plan import FileRef, Plan, Step
-from sif.actions.verify import Changed, Comparer, Expected, check_stat, open_checked
+from sif.actions.verify import Changed, Comparer, Expected, check_stat, recheck_pair
 from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
 
 if TYPE_CHECKING:
@@ -332,14 +332,8 @@ class Runner:
         """Re-check ``step`` (in a lane: reads :attr:`expected`, changes nothing here); its
         files stay open for the run (closed here on any failure)."""
         keep, drop = step.keep, step.drop
-        kfd, kst = open_checked(keep, self.want(keep))
-        dfd = -1
+        kfd, kst, dfd, dst = recheck_pair(keep, self.want(keep), drop, self.want(drop), comparer)
         try:
-            dfd, dst = open_checked(drop, self.want(drop))
-            if not comparer.same(kfd, dfd, keep.size):
-                raise Changed(
-                    drop.path, f"its bytes differ from the kept copy {display_path(keep.path)}"
-                )
             if step.action == "reflink" and fsops.extents_shared(kfd, dfd):
                 os.close(kfd)
                 os.close(dfd)
@@ -347,8 +341,7 @@ class Runner:
             return _Ready(step, kfd, kst, dfd, dst, {})
         except BaseException:
             os.close(kfd)
-            if dfd >= 0:
-                os.close(dfd)
+            os.close(dfd)
             raise
 
     def _names(self, r: _Ready) -> _Ready:

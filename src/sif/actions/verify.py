@@ -10,16 +10,31 @@ bytes is a ``memcmp``). Exactly the size both ``fstat`` calls showed is read;
 the step ``fstat``-s both descriptors again just before it acts, so a file
 that grew, shrank or was written to meanwhile is left alone. Any difference
 is a :class:`Changed` naming the file and the cause; the step is then skipped.
+
+:func:`recheck_pair` does all of it for one step. Where the extension
+``sif.actions._recheckc`` is built (C, optional like the winnowing kernel),
+the opens, ``fstat`` calls, reads and comparison run there, in one call
+without the GIL, so the run's lanes re-check on several CPUs at once (in
+Python, every one of a small file's six system calls handed the GIL to the
+other lane and back: two lanes were no faster than one); the decisions, and
+every message, are this module's either way.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import NamedTuple
 
 from sif.actions.fsops import BLOCK, read_block
 from sif.actions.plan import FileRef
-from sif.fileio import open_regular
+from sif.events import display_path
+from sif.fileio import kind_name, open_regular
+
+try:
+    from sif.actions import _recheckc  # type: ignore[attr-defined,unused-ignore]
+except ImportError:  # no compiler at install time: the same re-check in Python
+    _recheckc = None
 
 
 class Changed(Exception):
@@ -80,11 +95,14 @@ def open_checked(ref: FileRef, want: Expected) -> tuple[int, os.stat_result]:
 class Comparer:
     """Compares two open files: one ``pread`` each up to a block, else two reusable buffers."""
 
-    def __init__(self, block: int = BLOCK) -> None:
+    def __init__(self, block: int = BLOCK, compiled: bool = True) -> None:
         self.block = block
         self.a = bytearray(block)
         self.b = bytearray(block)
         self.bytes_read = 0
+        self.compiled = compiled
+        """False: :func:`recheck_pair` takes the Python re-check even where the compiled
+        one is built (the tests run both)."""
 
     def same(self, fd_a: int, fd_b: int, size: int) -> bool:
         """True when both files' first ``size`` bytes are there and equal.
@@ -123,3 +141,89 @@ def _pread_all(fd: int, size: int) -> bytes:
             break
         data += more
     return data
+
+
+def recheck_pair(
+    keep: FileRef, kwant: Expected, drop: FileRef, dwant: Expected, comparer: Comparer
+) -> tuple[int, os.stat_result, int, os.stat_result]:
+    """Open both files of a step as the report's inodes, check their figures against
+    ``kwant`` and ``dwant``, compare ``keep.size`` bytes; return both descriptors (open:
+    the caller closes them) and their ``fstat``. Raise :class:`Changed` for any
+    difference (the step is skipped), an ``OSError`` for a read that failed."""
+    if _recheckc is None or not comparer.compiled:
+        return _recheck_python(keep, kwant, drop, dwant, comparer)
+    status, which, err, kfd, kst, dfd, dst, nread = _recheckc.recheck(
+        keep.path,
+        keep.dev,
+        keep.ino,
+        kwant.size,
+        kwant.mtime_ns,
+        -1 if kwant.ctime_ns is None else kwant.ctime_ns,
+        drop.path,
+        drop.dev,
+        drop.ino,
+        dwant.size,
+        dwant.mtime_ns,
+        -1 if dwant.ctime_ns is None else dwant.ctime_ns,
+        keep.size,
+        comparer.a,
+        comparer.b,
+    )
+    comparer.bytes_read += nread
+    if status == 0:
+        return kfd, _stat(kst), dfd, _stat(dst)
+    ref, st, want = (keep, kst, kwant) if which == 0 else (drop, dst, dwant)
+    if status == 1:
+        raise _open_failed(ref, err)
+    if status == 2:
+        raise Changed(ref.path, f"not a regular file ({kind_name(st[0])})")
+    if status == 3:
+        raise Changed(ref.path, "replaced by another file since the report")
+    if status == 4:
+        check_stat(ref.path, _stat(st), want)
+        raise AssertionError("the compiled re-check and check_stat disagree")  # pragma: no cover
+    if status == 5:
+        raise _differ(keep, drop)
+    raise OSError(err, os.strerror(err), ref.path)
+
+
+def _recheck_python(
+    keep: FileRef, kwant: Expected, drop: FileRef, dwant: Expected, comparer: Comparer
+) -> tuple[int, os.stat_result, int, os.stat_result]:
+    kfd, kst = open_checked(keep, kwant)
+    dfd = -1
+    try:
+        dfd, dst = open_checked(drop, dwant)
+        if not comparer.same(kfd, dfd, keep.size):
+            raise _differ(keep, drop)
+        return kfd, kst, dfd, dst
+    except BaseException:
+        os.close(kfd)
+        if dfd >= 0:
+            os.close(dfd)
+        raise
+
+
+def _differ(keep: FileRef, drop: FileRef) -> Changed:
+    return Changed(drop.path, f"its bytes differ from the kept copy {display_path(keep.path)}")
+
+
+def _open_failed(ref: FileRef, err: int) -> Changed:
+    """What :func:`open_checked` says of an ``open`` or ``fstat`` that failed with ``err``."""
+    if err == errno.ENOENT:
+        return Changed(ref.path, "vanished since the report")
+    if err == errno.ELOOP:
+        return Changed(ref.path, "is a symbolic link now")
+    return Changed(ref.path, os.strerror(err))
+
+
+def _stat(t: tuple[int, ...]) -> os.stat_result:
+    """An ``os.stat_result`` of the compiled re-check's figures (mode, ino, dev, nlink,
+    uid, gid, size, atime_ns, mtime_ns, ctime_ns)."""
+    mode, ino, dev, nlink, uid, gid, size, atime, mtime, ctime = t
+    g = 1_000_000_000
+    (a, an), (m, mn), (c, cn) = divmod(atime, g), divmod(mtime, g), divmod(ctime, g)
+    floats = (a + an * 1e-9, m + mn * 1e-9, c + cn * 1e-9)  # as os.stat makes them
+    return os.stat_result(
+        (mode, ino, dev, nlink, uid, gid, size, a, m, c, *floats, atime, mtime, ctime)
+    )

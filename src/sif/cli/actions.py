@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -81,14 +82,19 @@ def _act(action: str, opts: dict[str, Any], to: str | None = None, absolute: boo
 
     quiet = opts["quiet"]
     warnings = WarningCounter(quiet)
-    report = read_report(opts["report"])
-    policy = KeepPolicy(
-        rules=tuple(opts["keep_rules"]) or ("first-root",),
-        keep_paths=tuple(opts["keep_path"]),
-        only_paths=tuple(opts["only_path"]),
-        rf_over=opts["rf_over"],
-    )
-    plan = plan_actions(report, action, policy, to=to, absolute=absolute)
+    gc.disable()  # the report's objects live to the end: no collection need walk them
+    try:
+        report = read_report(opts["report"])
+        policy = KeepPolicy(
+            rules=tuple(opts["keep_rules"]) or ("first-root",),
+            keep_paths=tuple(opts["keep_path"]),
+            only_paths=tuple(opts["only_path"]),
+            rf_over=opts["rf_over"],
+        )
+        plan = plan_actions(report, action, policy, to=to, absolute=absolute)
+    finally:
+        gc.freeze()  # the report and the plan: out of every later collection's walk
+        gc.enable()
     if action == "reflink":
         probe_reflink(plan)
     for message in plan.refused:
