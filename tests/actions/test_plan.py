@@ -208,3 +208,33 @@ def test_a_file_that_symlinks_name_is_never_dropped(tmp_path: Path) -> None:
     for rule in ("shortest-path", "longest-path", "newest", "oldest"):
         plan = plan_actions(report, "remove", rule)
         assert kept_and_dropped(plan)[1] == {str(tmp_path / "t/a")}, rule
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (b"{broken", "not JSON"),
+        (b'{"size": 1}', "not a group"),
+        (b'{"size": 1}, {"size": 2}', "not JSON"),  # a comma at the top level: two values
+        (b"[1", "not JSON"),  # joined with the next lines it would parse as an array
+    ],
+)
+def test_a_bad_line_deep_in_a_long_report_is_named_by_its_number(
+    tmp_path: Path, bad: bytes, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines are decoded many at a time; a bad one, in any chunk, is still named exactly."""
+    from sif.actions import report as report_mod
+
+    monkeypatch.setattr(report_mod, "CHUNK_LINES", 3)
+    write(tmp_path / "a", DATA)
+    write(tmp_path / "b", DATA)
+    saved = tmp_path / "r.json"
+    saved.write_text(sif("dupes", "--format", "json", "-q", str(tmp_path)).stdout)
+    header, group = saved.read_bytes().splitlines()
+    good = [header] + [group] * 4 + [b""]  # a blank line is skipped, not refused
+    assert len(read_report(io.BytesIO(b"\n".join([*good, group]) + b"\n")).groups) == 5
+    for at in range(1, 9):  # lines 2..9: each chunk, each place in one
+        lines = [header] + [group] * 8
+        lines[at] = bad
+        with pytest.raises(InputError, match=f"line {at + 1}: {message}"):
+            read_report(io.BytesIO(b"\n".join([*lines, b"2]", b"3"]) + b"\n"))
