@@ -11,8 +11,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "sif.actions._recheckc",
-            ["src/sif/actions/_recheckc.c"],
+            "sif.actions._fsc",
+            ["src/sif/actions/_fsc.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -23,6 +23,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+try:
+    from sif.actions import _fsc  # type: ignore[attr-defined,unused-ignore]
+except ImportError:  # not built (no compiler at install time)
+    _fsc = None
+
 THREADS = 2
 """Lanes of a run at most (and no more than the CPUs this process may use)."""
 
@@ -125,6 +130,19 @@ class Lanes:
         self._threads = []
 
 
+def close_all(fds: list[int]) -> None:
+    """Close every descriptor of ``fds`` (read-only ones: an error loses nothing): in one
+    call without the GIL where ``sif.actions._fsc`` is built (each ``os.close`` takes the
+    GIL back, from the run's lanes: with eight closer threads, a third of the lanes' time
+    went to waiting for it)."""
+    if _fsc is not None:
+        _fsc.close_all(fds)
+        return
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 class Closer:
     """Closes the dropped files' descriptors, in a few threads of their own.
 
@@ -167,9 +185,7 @@ class Closer:
 
     def _loop(self) -> None:
         while (chunk := self.todo.get()) is not None:
-            for fd in chunk:
-                with contextlib.suppress(OSError):  # read-only: nothing to lose
-                    os.close(fd)
+            close_all(chunk)
             self.finished.put(len(chunk))
 
     def shutdown(self) -> None:

@@ -12,7 +12,7 @@ that grew, shrank or was written to meanwhile is left alone. Any difference
 is a :class:`Changed` naming the file and the cause; the step is then skipped.
 
 :func:`recheck_pair` does all of it for one step. Where the extension
-``sif.actions._recheckc`` is built (C, optional like the winnowing kernel),
+``sif.actions._fsc`` is built (C, optional like the winnowing kernel),
 the opens, ``fstat`` calls, reads and comparison run there, in one call
 without the GIL, so the run's lanes re-check on several CPUs at once (in
 Python, every one of a small file's six system calls handed the GIL to the
@@ -32,9 +32,9 @@ from sif.events import display_path
 from sif.fileio import kind_name, open_regular
 
 try:
-    from sif.actions import _recheckc  # type: ignore[attr-defined,unused-ignore]
+    from sif.actions import _fsc  # type: ignore[attr-defined,unused-ignore]
 except ImportError:  # no compiler at install time: the same re-check in Python
-    _recheckc = None
+    _fsc = None
 
 
 class Changed(Exception):
@@ -150,9 +150,9 @@ def recheck_pair(
     ``kwant`` and ``dwant``, compare ``keep.size`` bytes; return both descriptors (open:
     the caller closes them) and their ``fstat``. Raise :class:`Changed` for any
     difference (the step is skipped), an ``OSError`` for a read that failed."""
-    if _recheckc is None or not comparer.compiled:
+    if _fsc is None or not comparer.compiled:
         return _recheck_python(keep, kwant, drop, dwant, comparer)
-    status, which, err, kfd, kst, dfd, dst, nread = _recheckc.recheck(
+    status, which, err, kfd, kst, dfd, dst, nread = _fsc.recheck(
         keep.path,
         keep.dev,
         keep.ino,

@@ -1,4 +1,4 @@
-"""The compiled re-check (``sif.actions._recheckc``) against the Python one it replaces.
+"""The compiled system calls of a run (``sif.actions._fsc``) against the Python ones.
 
 Both take the same files in every state a step can meet them in (unchanged,
 vanished, a symbolic link now, replaced, not a regular file, figures or
@@ -29,7 +29,7 @@ TIMES = ("st_mtime_ns", "st_ctime_ns", "st_mtime")  # not atime: the compare rea
 def test_the_compiled_recheck_is_built() -> None:
     """The extension is optional for installs without a compiler; here (and in CI) it is built,
     so the tests below compare both."""
-    assert verify._recheckc is not None
+    assert verify._fsc is not None
 
 
 def ref(path: Path) -> FileRef:
@@ -168,3 +168,26 @@ def test_both_rechecks_tell_equal_bytes_from_one_flipped_byte(
     assert (kind == "ok") == (bytes(other) == data)
     if kind == "ok":
         assert what[1] == 2 * len(data)  # type: ignore[index]
+
+
+def test_close_all_closes_every_descriptor_and_ignores_a_closed_one(tmp_path: Path) -> None:
+    from sif.actions import lanes
+
+    write(tmp_path / "f", b"x")
+    for fallback in (False, True):
+        fds = [os.open(tmp_path / "f", os.O_RDONLY) for _ in range(5)]
+        os.close(fds[2])  # already closed: ignored, as os.close's error would be
+        before = open_fds()
+        if fallback:
+            saved, lanes._fsc = lanes._fsc, None
+            try:
+                lanes.close_all(fds)
+            finally:
+                lanes._fsc = saved
+        else:
+            assert lanes._fsc is not None
+            lanes.close_all(fds)
+        assert open_fds() == before - 4
+        for fd in fds:
+            with pytest.raises(OSError):
+                os.fstat(fd)

@@ -1,6 +1,7 @@
-/* The re-check of one step, compiled: open both files, fstat them, compare their bytes.
+/* A run's hot system calls, compiled: a step's re-check, and the dropped files' closes.
  *
- * sif.actions.verify calls recheck() once per step. Everything it does runs
+ * recheck(): open both files of a step, fstat them, compare their bytes.
+ * sif.actions.verify calls it once per step. Everything it does runs
  * without the GIL, so the run's lanes (threads) re-check on several CPUs at
  * once; in Python, each of the six system calls of a small file's re-check
  * handed the GIL to the other lane and back, and two lanes were no faster
@@ -28,6 +29,12 @@
  *   6 a read failed (err: errno; which: the file)
  * kst, dst: (mode, ino, dev, nlink, uid, gid, size, atime_ns, mtime_ns,
  * ctime_ns) or None when not fstat-ed. nread: bytes read of both files.
+ *
+ * close_all(fds): close every descriptor of a list of ints, without the GIL (errors
+ * ignored: the descriptors are read-only). The last close of a file whose last name is
+ * gone frees its blocks, 0.1-0.6 ms each on ext4; the closer threads of a run
+ * (sif.actions.lanes.Closer) closing one descriptor per os.close() took the GIL back
+ * after each, and the run's lanes spent a third of their time waiting for it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -144,6 +151,7 @@ static PyObject *stat_tuple(const side *s) {
 }
 
 static PyObject *recheck(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *kpath = NULL, *dpath = NULL;
     side k, d;
     long long size;
@@ -204,12 +212,43 @@ fail_args:
     return NULL;
 }
 
+static PyObject *close_all(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "close_all() takes a list of descriptors");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int *fds = PyMem_Malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (fds == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (fd == -1 && PyErr_Occurred()) {
+            PyMem_Free(fds);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        fds[i] = (int)fd;
+    }
+    Py_DECREF(seq);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        close(fds[i]); /* EINTR: on Linux the descriptor is closed anyway */
+    Py_END_ALLOW_THREADS
+    PyMem_Free(fds);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"recheck", recheck, METH_VARARGS,
      "Open, fstat and compare the kept copy and the file to drop (see the module)."},
+    {"close_all", close_all, METH_O, "Close every descriptor of a list, without the GIL."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_recheckc",
-                                    "A step's re-check, without the GIL.", -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fsc", "A run's hot system calls, without the GIL.", -1, methods,
+    NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__recheckc(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fsc(void) { return PyModule_Create(&module); }
