@@ -31,7 +31,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,7 +218,14 @@ def rank(
     replicas: Iterable[Replica], policy: KeepPolicy, roots: list[str] | _Roots
 ) -> list[Replica]:
     """The replicas best first under ``policy`` (the path breaks the last tie)."""
+    return sorted(replicas, key=rank_key(policy, roots))
+
+
+def rank_key(policy: KeepPolicy, roots: list[str] | _Roots) -> Callable[[Replica], Any]:
+    """The sort key of :func:`rank` (made once for a whole plan)."""
     under = roots if isinstance(roots, _Roots) else _Roots(roots)
+    if policy.rules == ("first-root",):  # the default
+        return lambda r: (under.first(r.paths), r.paths[0])
 
     def key(r: Replica) -> tuple[Any, ...]:
         parts: list[Any] = []
@@ -236,7 +243,7 @@ def rank(
         parts.append(r.path)
         return tuple(parts)
 
-    return sorted(replicas, key=key)
+    return key
 
 
 def _protected(r: Replica, policy: KeepPolicy) -> bool:
@@ -308,10 +315,10 @@ def plan_actions(
         to_dev = os.stat(existing).st_dev
     plan = Plan(action, keep, source=source)
     destinations: set[str] = set()
-    under = _Roots(root_list)
+    key = rank_key(keep, _Roots(root_list))
     for gi, g in enumerate(groups, 1):
         plain = [r for r in g.replicas if r.archive is None]
-        ranked = rank(plain, keep, under)
+        ranked = sorted(plain, key=key)
         protected = [r for r in ranked if _protected(r, keep)]
         kept = set(map(id, protected))
         for r in ranked:
@@ -325,9 +332,6 @@ def plan_actions(
         best = next(r for r in ranked if id(r) in kept)
         k = _ref(best, best.path, g.size)
 
-        def what(gi: int = gi, g: Group = g, best: Replica = best) -> str:
-            return f"group {gi} ({g.digest}, kept copy {display_path(best.path)})"
-
         steps: list[tuple[FileRef, str | None, str | None]] = []
         if action == "link":
             steps += [
@@ -339,7 +343,7 @@ def plan_actions(
                 why = "a hard link" if action == "link" else "shared extents"
                 hint = " (use --symlink)" if action == "link" else ""
                 plan.refused.append(
-                    f"{what()}: {display_path(r.path)} is on another file system: "
+                    f"{_what(gi, g, best)}: {display_path(r.path)} is on another file system: "
                     f"{why} cannot cross file systems{hint}"
                 )
                 continue
@@ -354,13 +358,15 @@ def plan_actions(
                     target = _move_target(p, to_dir, root_list)
                     if to_dev is not None and to_dev != r.dev:
                         plan.refused.append(
-                            f"{what()}: {display_path(p)}: {display_path(to_dir)} is on another "
-                            "file system (a move would be a copy): not moved"
+                            f"{_what(gi, g, best)}: {display_path(p)}: "
+                            f"{display_path(to_dir)} is on another file system "
+                            "(a move would be a copy): not moved"
                         )
                         continue
                     if os.path.lexists(target) or target in destinations:
                         plan.refused.append(
-                            f"{what()}: {display_path(p)}: {display_path(target)} exists"
+                            f"{_what(gi, g, best)}: {display_path(p)}: "
+                            f"{display_path(target)} exists"
                             f"{'' if os.path.lexists(target) else ' in the plan'}: not moved"
                         )
                         continue
@@ -373,6 +379,11 @@ def plan_actions(
                 Step(len(plan.steps), action, gi, g.digest, k, d, target=target, noop=noop)
             )
     return plan
+
+
+def _what(gi: int, g: Group, best: Replica) -> str:
+    """The group a refusal names."""
+    return f"group {gi} ({g.digest}, kept copy {display_path(best.path)})"
 
 
 def _shared(a: str, b: str) -> bool:
