@@ -65,7 +65,15 @@ def test_the_entry_points_their_arguments_and_results_are_exported() -> None:
     import inspect
     import typing
 
-    for name in ("find_duplicates", "find_similar", "build_index", "query_files", "compare_trees"):
+    for name in (
+        "find_duplicates",
+        "find_similar",
+        "build_index",
+        "query_files",
+        "compare_trees",
+        "plan_actions",
+        "run_plan",
+    ):
         assert name in sif.__all__, name
     exported = {id(getattr(sif, n)) for n in sif.__all__ if n != "__version__"}
     # Types a caller never needs to name: internal stores and per-entry details.
@@ -124,3 +132,24 @@ def test_every_command_is_documented_in_the_readme() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     for name in COMMANDS:
         assert f"`sif {name}" in readme, name
+
+
+def test_plan_actions_and_run_plan_from_the_top_level(tmp_path: object) -> None:
+    """Issue 12's API: ``sif.plan_actions(groups, action=..., keep=...)`` then
+    ``sif.run_plan(plan)``, on the groups ``find_duplicates`` yields."""
+    import os
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    for name in ("a", "b", "c"):
+        (root / name).write_bytes(b"y" * 100)
+    groups = list(sif.find_duplicates([root]))
+    plan = sif.plan_actions(groups, action="link", keep=sif.KeepPolicy(rules=("shortest-path",)))
+    assert isinstance(plan, sif.Plan) and all(isinstance(s, sif.Step) for s in plan.steps)
+    assert [s.drop.path for s in plan.active] == [str(root / "b"), str(root / "c")]
+    result = sif.run_plan(plan, journal=str(root / "journal.jsonl"))
+    assert isinstance(result, sif.RunResult) and (result.done, result.failed) == (2, 0)
+    assert len({os.stat(root / n).st_ino for n in ("a", "b", "c")}) == 1
+    undone = sif.undo_journal(result.journal)
+    assert isinstance(undone, sif.UndoResult)
+    assert len({os.stat(root / n).st_ino for n in ("a", "b", "c")}) == 3

@@ -68,6 +68,18 @@ _EXPORTS = {
     "FingerprintParams": "sif.fingerprint",
     "AnchorSet": "sif.fingerprint",
     "make_params": "sif.fingerprint",
+    "plan_actions": "sif.actions.plan",
+    "KeepPolicy": "sif.actions.plan",
+    "Plan": "sif.actions.plan",
+    "Step": "sif.actions.plan",
+    "FileRef": "sif.actions.plan",
+    "read_report": "sif.actions.report",
+    "Report": "sif.actions.report",
+    "run_plan": "sif.actions.run",
+    "RunResult": "sif.actions.run",
+    "undo_journal": "sif.actions.undo",
+    "UndoResult": "sif.actions.undo",
+    "resume_journal": "sif.actions.resume",
 }
 """Public name -> the module it comes from (imported on first use)."""
 
@@ -86,6 +98,7 @@ __all__ = [
     "Explanation",
     "FileComparison",
     "FileRecord",
+    "FileRef",
     "FingerprintParams",
     "Group",
     "GroupMember",
@@ -96,14 +109,18 @@ __all__ = [
     "IndexStats",
     "IndexUnusable",
     "InputError",
+    "KeepPolicy",
     "Match",
     "OutOfMemory",
     "PairStore",
     "Passage",
+    "Plan",
     "Progress",
     "QueryResult",
     "RecordColumns",
     "Replica",
+    "Report",
+    "RunResult",
     "ScanWarning",
     "SifError",
     "SimilarFile",
@@ -113,6 +130,8 @@ __all__ = [
     "SimilarResult",
     "SimilarSet",
     "SimilarStats",
+    "Step",
+    "UndoResult",
     "WalkOptions",
     "WorkerDied",
     "__version__",
@@ -128,10 +147,20 @@ __all__ = [
     "fingerprint_file",
     "make_params",
     "open_reader",
+    "plan_actions",
     "query_files",
+    "read_report",
+    "resume_journal",
+    "run_plan",
+    "undo_journal",
 ]
 
 if TYPE_CHECKING:
+    from sif.actions.plan import FileRef, KeepPolicy, Plan, Step, plan_actions
+    from sif.actions.report import Report, read_report
+    from sif.actions.resume import resume_journal
+    from sif.actions.run import RunResult, run_plan
+    from sif.actions.undo import UndoResult, undo_journal
     from sif.compare import (
         CompareResult,
         CompareStats,
