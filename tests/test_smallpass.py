@@ -114,3 +114,45 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
         want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}
         assert got == {i: c for i, c in want.items() if c}
         assert not hits.any()
+
+
+def test_the_table_written_for_the_workers_is_the_table_and_is_removed(tmp_path: Path) -> None:
+    """With two jobs the worker maps the table from files under the index's tmp/ instead
+    of receiving it in every item: same pairs as one job, and nothing left behind."""
+    from sif.core.exactsets import IndexedSet
+    from sif.similar import smallpass
+
+    values = np.sort(np.random.default_rng(1).integers(-(2**62), 2**62, 5000))
+    table = smallpass._Table(
+        IndexedSet(values, filter_bits=5),
+        np.arange(5000, dtype=np.int32) % 7,
+        7,
+        np.arange(7, dtype=np.int32),
+        np.arange(7, dtype=np.int32),
+        np.arange(7, dtype=np.int64),
+    )
+    files = smallpass._write_table(table, str(tmp_path))
+    assert files is not None
+    back = files.load()
+    for a, b in zip(
+        (table.index.values, table.index.offsets, table.index.filter, table.owners, table.grp),
+        (back.index.values, back.index.offsets, back.index.filter, back.owners, back.grp),
+        strict=True,
+    ):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert (back.index.bits, back.index.fbits) == (table.index.bits, table.index.fbits)
+    assert smallpass._write_table(table, str(tmp_path / "missing")) is None  # falls back
+
+    tree = tmp_path / "t"
+    tree.mkdir()
+    big = text(7, 60_000)
+    (tree / "big.txt").write_bytes(big)
+    for i in range(6):
+        (tree / f"s{i}.txt").write_bytes(big[9_000 * i + 500 : 9_000 * i + 900])
+    runs = []
+    for jobs in ("1", "2"):
+        idx = tmp_path / f"idx{jobs}"
+        runs.append(_pairs(sif("similar", "-j", jobs, "--index", idx, "--format", "json", tree)))
+        assert not list((idx / "tmp").glob("sif-smallpass-*"))
+    assert runs[0] == runs[1]
+    assert {frozenset(("big.txt", f"s{i}.txt")) for i in range(6)} <= set(runs[1])

@@ -160,6 +160,21 @@ class IndexedSet:
         self.offsets = k["offsets"](values, self.bits)
         self.filter = k["filter"](values, self.fbits)
 
+    @classmethod
+    def of_arrays(
+        cls, values: I64, offsets: npt.NDArray[Any], filt: npt.NDArray[Any], bits: int, fbits: int
+    ) -> IndexedSet:
+        """The set made earlier (its arrays, e.g. mapped from files), without building again."""
+        self = cls.__new__(cls)
+        self.values, self.offsets, self.filter, self.bits, self.fbits = (
+            values,
+            offsets,
+            filt,
+            bits,
+            fbits,
+        )
+        return self
+
     def __len__(self) -> int:
         return len(self.values)
 

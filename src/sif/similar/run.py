@@ -287,7 +287,16 @@ def _find(
             cols = _append(cols, _identical_unfingerprinted(files, options.max_df))
             if options.exact:  # --fast reads no file again
                 held = small_pass(
-                    cols, files, fp_params.window, stats, on_warning, progress, pool, jobs, engine
+                    cols,
+                    files,
+                    fp_params.window,
+                    stats,
+                    on_warning,
+                    progress,
+                    pool,
+                    jobs,
+                    engine,
+                    spill=pstore.temp_directory(),
                 )
                 cols = _append(cols, held)
             try:

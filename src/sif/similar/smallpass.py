@@ -27,6 +27,9 @@ one filter test a window, and the exact scoring of the pairs found.
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,7 +64,7 @@ SAMPLE_WINDOWS = 64
 #: At 10% the pass scored 435k pairs on 1 GB of Linux sources (mostly tiny Makefiles
 #: and Kconfig files held 10-25% by others), at 25% 73,712.
 SMALL_PASS_FLOOR = 0.25
-#: Work items a job when streaming (each carries the table: a few MB).
+#: Work items a job when streaming.
 STREAM_CHUNKS_PER_JOB = 4
 #: The columns of ``files`` a streaming chunk carries for its files.
 _STREAMED = ("id", "size", "path", "origin", "view")
@@ -77,6 +80,67 @@ class _Table:
     n_windows: I32  # by row of ``files``: the small file's windows (0: not a small file)
     n_sample: I32  # ... and how many of them the table holds
     grp: npt.NDArray[Any]  # by row of ``files``: its group (files pair within a group)
+
+
+_ARRAYS = ("values", "offsets", "filter", "owners", "n_windows", "n_sample", "grp")
+
+
+@dataclass(frozen=True)
+class _TableFiles:
+    """A :class:`_Table` written once to files of the run's temporary directory; what a
+    worker's item carries instead of the table, which a pickle copied into every item
+    (two items queued a worker, and the worker's own copy: at 300 k files, 440 MB more
+    than the table itself). A worker maps the files: their pages are shared."""
+
+    directory: str
+    bits: int
+    fbits: int
+    n_owners: int
+
+    def load(self) -> _Table:
+        def mapped(name: str) -> npt.NDArray[Any]:
+            # Copy-on-write, never written: plain writable arrays for the kernels.
+            path = os.path.join(self.directory, name + ".npy")
+            return np.asarray(np.load(path, mmap_mode="c", allow_pickle=False))
+
+        a = {name: mapped(name) for name in _ARRAYS}
+        index = _sets.IndexedSet.of_arrays(
+            a["values"], a["offsets"], a["filter"], self.bits, self.fbits
+        )
+        return _Table(index, a["owners"], self.n_owners, a["n_windows"], a["n_sample"], a["grp"])
+
+
+def _write_table(table: _Table, under: str) -> _TableFiles | None:
+    """``table`` in a new directory under ``under``; None where it cannot be written (a
+    read-only or full file system, a group column of objects): the items then carry it."""
+    ix = table.index
+    arrays = {
+        "values": ix.values,
+        "offsets": ix.offsets,
+        "filter": ix.filter,
+        "owners": table.owners,
+        "n_windows": table.n_windows,
+        "n_sample": table.n_sample,
+        "grp": table.grp,
+    }
+    if any(a.dtype.hasobject for a in arrays.values()):
+        return None
+    try:
+        directory = tempfile.mkdtemp(prefix="sif-smallpass-", dir=under)
+    except OSError:
+        return None
+    try:
+        for name, a in arrays.items():
+            np.save(os.path.join(directory, name + ".npy"), a, allow_pickle=False)
+    except OSError:
+        shutil.rmtree(directory, ignore_errors=True)  # the directory made just above
+        return None
+    return _TableFiles(directory, ix.bits, ix.fbits, table.n_owners)
+
+
+def _stream_mapped(files: _TableFiles, job: _Chunk) -> _Streamed:
+    """:func:`_stream_chunk` through the table's files (a worker's item)."""
+    return _stream_chunk(files.load(), job)
 
 
 @dataclass(frozen=True)
@@ -250,6 +314,7 @@ def small_pass(
     pool: Any = None,
     jobs: int = 1,
     engine: Engine | None = None,
+    spill: str | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """New pairs (not in ``cols``) of a small file and a file holding much of it, to score.
 
@@ -263,11 +328,16 @@ def small_pass(
     other candidates (:func:`sif.similar.score.pending_exact`), each larger
     file read once for all its partners. Counted in ``stats.small_*``.
     Cost: see the module. With ``engine``, its workers read the files (the
-    same chunks: :meth:`sif.executors.engine.Engine.map_exact`).
+    same chunks: :meth:`sif.executors.engine.Engine.map_exact`). With a
+    ``pool``, the table goes to its workers as files in a new directory under
+    ``spill`` (removed at the end), which they map, where ``spill`` is given
+    and writable; else in each item.
     """
     t0 = time.perf_counter()
     try:
-        return _small_pass(cols, files, window, stats, on_warning, progress, pool, jobs, engine)
+        return _small_pass(
+            cols, files, window, stats, on_warning, progress, pool, jobs, engine, spill
+        )
     finally:
         stats.seconds_small += time.perf_counter() - t0
 
@@ -282,6 +352,7 @@ def _small_pass(
     pool: Any,
     jobs: int,
     engine: Engine | None = None,
+    spill: str | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """:func:`small_pass`, untimed."""
     from sif.executors.local import shared_map
@@ -328,20 +399,28 @@ def _small_pass(
 
     progress.stage("small files held by others", len(wanted), unit="files")
     owner, row, hits = [], [], []
+    here = functools.partial(_stream_chunk, table)
+    mapped = _write_table(table, spill) if engine is None and pool and spill else None
     streamed = (
-        shared_map(functools.partial(_stream_chunk, table), chunks(), pool)
+        shared_map(
+            functools.partial(_stream_mapped, mapped) if mapped else here, chunks(), pool, here
+        )
         if engine is None
         else engine.map_exact(_stream_chunk, chunks(), common=table)
     )
-    for i, done in streamed:
-        for w in done.warnings:
-            on_warning(w)
-        owner.append(done.owner)
-        row.append(done.row)
-        hits.append(done.hits)
-        stats.small_files_read += done.files_read
-        stats.small_bytes_read += done.bytes_read
-        progress.advance(len(parts[i]))
+    try:
+        for i, done in streamed:
+            for w in done.warnings:
+                on_warning(w)
+            owner.append(done.owner)
+            row.append(done.row)
+            hits.append(done.hits)
+            stats.small_files_read += done.files_read
+            stats.small_bytes_read += done.bytes_read
+            progress.advance(len(parts[i]))
+    finally:
+        if mapped is not None:
+            shutil.rmtree(mapped.directory, ignore_errors=True)  # sif's own directory
     o = np.concatenate(owner).astype(np.int64)  # candidates only (_candidates)
     r = np.concatenate(row).astype(np.int64)
     a = np.minimum(ids[o], ids[r]).astype(np.uint64)
