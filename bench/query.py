@@ -9,7 +9,15 @@
    process with a warm page cache (median of --runs, 5 by default), next to
    the bare cost of starting Python and fingerprinting the file (numpy; a
    query never imports numba). ``--cold-only`` measures just the whole
-   process, then stops (no warm runs, no real corpus).
+   process, then stops (no warm runs, no real corpus); with ``--index DIR``
+   it queries that existing index (opened read-only) instead of building
+   any. Each whole-process figure is the min and median of --runs, wall and
+   CPU (user+sys), after one run that is not counted, next to the floor
+   (``python -c pass``, ``python -c "import numpy"``) and the load average.
+   The child processes cache their bytecode (``PYTHONPYCACHEPREFIX`` under
+   the scratch directory, ``PYTHONDONTWRITEBYTECODE`` unset): a user's
+   installed sif has its ``.pyc`` files; without them every run compiles
+   sif's modules again (about 120 ms more, measured with an editable install).
 2. Index bytes per fingerprint and as a % of the corpus, on a real corpus
    (default: a copy of Python's standard library).
 3. Re-index after 1% of the files change, as a share of a full run.
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,14 +71,54 @@ def synthetic_index(idx: Path, rows: int, query_scan: ScannedFile) -> None:
         store.close()
 
 
-def cold_process(idx: Path, runs: int) -> float:
-    cmd = [sys.executable, "-m", "sif", "query", "--index", str(idx), str(QUERY)]
-    cold = []
+#: The environment of the timed child processes (see the module docstring).
+CHILD_ENV = dict(os.environ)
+
+
+def timed_runs(
+    cmd: list[str], runs: int, env: dict[str, str] | None = None
+) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user+sys) seconds of ``runs`` runs of ``cmd``, after one not counted."""
+    env = CHILD_ENV if env is None else env
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    walls, cpus = [], []
     for _ in range(runs):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        cold.append(time.perf_counter() - t0)
-    return statistics.median(cold)
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        walls.append(time.perf_counter() - t0)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return walls, cpus
+
+
+def figures(walls: list[float], cpus: list[float]) -> str:
+    """``min/median`` of wall and CPU, in ms."""
+    return (
+        f"wall {1000 * min(walls):.0f}/{1000 * statistics.median(walls):.0f} ms, "
+        f"cpu {1000 * min(cpus):.0f}/{1000 * statistics.median(cpus):.0f} ms (min/median)"
+    )
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cold_process(idx: Path, runs: int) -> float:
+    """The median wall time of a whole ``sif query`` process (printed with its figures)."""
+    cmd = [sys.executable, "-m", "sif", "query", "--index", str(idx), str(QUERY)]
+    walls, cpus = timed_runs(cmd, runs)
+    print(f"  whole `sif query` process: {figures(walls, cpus)}; {load()}")
+    return statistics.median(walls)
+
+
+def floors(runs: int) -> None:
+    """What a whole process costs before sif: Python alone, and Python with numpy."""
+    py = [sys.executable, "-c", "pass"]
+    numpy = [sys.executable, "-c", "import numpy"]
+    env = {"OPENBLAS_NUM_THREADS": "1", **CHILD_ENV}  # as sif.cli.query sets it
+    print(f"floor: python -c pass: {figures(*timed_runs(py, runs))}")
+    print(f"floor: python -c 'import numpy': {figures(*timed_runs(numpy, runs, env))}; {load()}")
 
 
 def latency(idx: Path, runs: int) -> tuple[float, float, float]:
@@ -99,7 +148,7 @@ def baseline(runs: int) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
+        subprocess.run([sys.executable, "-c", code], check=True, env=CHILD_ENV)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -110,10 +159,20 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,5,20", help="millions of fingerprint rows")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory")
     ap.add_argument("--cold-only", action="store_true", help="only the whole-process query")
-    ap.add_argument("--runs", type=int, default=5, help="whole-process runs (median shown)")
+    ap.add_argument("--runs", type=int, default=5, help="whole-process runs (min, median shown)")
+    ap.add_argument(
+        "--index", type=Path, default=None, help="with --cold-only: query this index (read only)"
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sif-bench-query-", dir=args.work))
+    CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     try:
+        if args.cold_only and args.index is not None:
+            floors(args.runs)
+            print(f"{args.index}:")
+            cold_process(args.index, args.runs)
+            return
         qscan = scan_file(QUERY, make_params())
         print(f"query: {QUERY} ({QUERY.stat().st_size:,} bytes, {len(qscan.fingerprints)} fps)")
         base = baseline(args.runs)
@@ -124,6 +183,9 @@ def main() -> None:
             synthetic_index(idx, m * 1_000_000, qscan)
             built = time.perf_counter() - t0
             if args.cold_only:
+                if m == int(args.sizes.split(",")[0]):
+                    floors(args.runs)
+                print(f"{m}M rows:")
                 cold = cold_process(idx, args.runs)
                 print(
                     f"{m:>3}M rows: cold process {1000 * cold:5.0f} ms "

@@ -8,12 +8,21 @@ modules of their own and are imported only when run (or listed by
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import Any
 
-import click
-
 from sif import __version__
+
+# Importing click makes ~20 passes of the cyclic GC (3 ms of a cold `sif query`) over
+# objects that are no garbage: it runs without the GC, which is then as it was.
+_gc_was_enabled = gc.isenabled()
+gc.disable()
+try:
+    import click
+finally:
+    if _gc_was_enabled:
+        gc.enable()
 
 COMMANDS = {
     "anchors": "sif.cli.anchors:anchors",
