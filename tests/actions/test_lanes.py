@@ -175,3 +175,24 @@ def test_lanes_wait_for_every_lane_and_raise_a_lane_error_after() -> None:
     lanes.run([lambda: done.append("here"), lambda: done.append("there")])
     assert sorted(done) == ["here", "slow", "there"]
     lanes.shutdown()
+
+
+def test_link_jobs_option_runs_two_lanes_and_refuses_zero(tmp_path: Path) -> None:
+    """``sif link -j 2`` shares the work between two lanes (the default is one) with the
+    same outcome; ``-j 0`` is a usage error that changes nothing."""
+    root = tmp_path / "t"
+    many_groups(root)
+    saved = tmp_path / "r.json"
+    r = sif("dupes", "--format", "json", "-q", str(root / "a"), str(root / "b"), str(root / "c"))
+    saved.write_text(r.stdout)
+    before = contents(root)
+    bad = sif("link", "-j", "0", str(saved))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert contents(root) == before
+    run = sif("link", "-j", "2", "--journal", str(tmp_path / "j.jsonl"), str(saved))
+    assert run.returncode == 0, run.stderr
+    assert contents(root) == before  # same bytes under every name
+    assert len({os.stat(root / side / "f3").st_ino for side in "abc"}) == 1
+    data = read_journal(str(tmp_path / "j.jsonl"))
+    assert data.ended and data.steps
+    assert all(data.state(s.index) == "done" for s in data.steps if s.noop is None)

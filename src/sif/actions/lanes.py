@@ -1,7 +1,8 @@
 """The threads of a run: a batch's steps in a few lanes at once, and the dropped files' closes.
 
-The reads and the file-system calls of the steps release the GIL, so two
-lanes run them on two CPUs.
+The reads and the file-system calls of the steps release the GIL (a
+re-check is one call of :mod:`sif.actions._fsc`), so lanes run them on
+several CPUs; one lane is the default (see :data:`THREADS`).
 
 :class:`Lanes` runs a list of *lanes* (functions), the first in the calling
 thread, each other in a thread of its own (started on first use, kept for
@@ -28,17 +29,22 @@ try:
 except ImportError:  # not built (no compiler at install time)
     _fsc = None
 
-THREADS = 2
-"""Lanes of a run at most (and no more than the CPUs this process may use)."""
+THREADS = 1
+"""Lanes of a run by default (never more than the CPUs this process may use). One: on
+two quiet cores (bench/actions.py's tree, 6,556 links, in process, interleaved), one
+lane took 0.52-0.55 s and two 0.58-0.61 s, the second core being busy with the closes
+(:class:`Closer`) and every step handing the GIL between the lanes; two lanes were
+faster only on a busy machine (load 7-10), where two threads get more of it."""
 
 
-def default_threads() -> int:
-    """:data:`THREADS`, or fewer where this process may use fewer CPUs."""
+def default_threads(wanted: int | None = None) -> int:
+    """``wanted`` lanes (default :data:`THREADS`), or fewer where this process may use
+    fewer CPUs."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return max(1, min(THREADS, cpus))
+    return max(1, min(THREADS if wanted is None else wanted, cpus))
 
 
 class Failed:

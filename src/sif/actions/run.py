@@ -553,17 +553,20 @@ def run_plan(
     use_journal: bool = True,
     on_warning: WarningSink = ignore_warning,
     on_journal: Callable[[str], None] | None = None,
+    threads: int | None = None,
 ) -> RunResult:
     """Run every step of ``plan``; journal it to ``journal`` (default: the state directory).
 
     Per-file problems go to ``on_warning`` (and into the result's
     ``problems``); the run always goes on to the next step. ``on_journal``
     is told the journal's path once it exists, before the first step.
+    ``threads``: lanes sharing each batch's re-checks and steps (default
+    :data:`sif.actions.lanes.THREADS`, at most the CPUs this process may use).
     """
     j = Journal.create(_header(plan), plan.steps, journal) if use_journal else None
     if j is not None and on_journal is not None:
         on_journal(j.path)
-    runner = Runner(j, on_warning)
+    runner = Runner(j, on_warning, default_threads(threads))
     ended = False
     try:
         runner.run_all(plan.steps)
