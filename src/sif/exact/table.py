@@ -161,6 +161,32 @@ class _Table:
             return CHANGED
         return data
 
+    def read_open(
+        self, i: int, fd: int, offset: int, length: int, into: bytearray
+    ) -> bytearray | str:
+        """:meth:`read` through ``fd``, a descriptor of candidate ``i`` opened (and
+        checked) by an earlier read: ``preadv`` into ``into``, then ``fstat``.
+
+        The ``fstat`` proves the file unchanged since the walk (size, mtime,
+        ctime: a rename or an unlink of it moves the ctime too); if it does
+        not, the name says why (:meth:`unchanged`: vanished, replaced, or
+        changed).
+        """
+        try:
+            n = os.preadv(fd, [into], offset)
+            st = os.fstat(fd)
+        except OSError as exc:
+            return _cause(exc)
+        if (
+            n != length
+            or st.st_size != self.size[i]
+            or st.st_mtime_ns != self.mtime_ns[i]
+            or st.st_ctime_ns != self.ctime_ns[i]
+            or not st.st_nlink
+        ):
+            return self.unchanged(i) or CHANGED
+        return into
+
     def unchanged(self, i: int) -> str | None:
         """Why candidate ``i`` cannot be vouched for now, or ``None`` if it is unchanged.
 
