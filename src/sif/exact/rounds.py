@@ -26,12 +26,13 @@ it decides nothing (the grouping is byte-exact), so a fast hash suffices.
 file the walk saw (same device and inode, checked by ``fstat`` of the new
 descriptor before any read: :func:`sif.fileio.open_regular`'s rules, never
 blocking on a FIFO swapped in, and not through a symbolic link that was not
-one during the walk); every read must give its full length, and after
-every later read its ``fstat``, and for a file that ends in a group and was
-read through a descriptor kept open (or read whole in the first round) a
-``stat`` of its name once its group is known, must give the walk's device,
-inode, size, mtime and ctime (the ctime
-moves with any write, and ``utime`` cannot set it back). Otherwise the file
+one during the walk); every read must give its full length, and after the
+last read of a file that stays in a group, its ``fstat`` (for a file read
+whole in the first round, once its group is known; a ``stat`` of its name
+where its descriptor was not kept) must give the walk's device, inode,
+size, mtime and ctime (the ctime moves with any write, a rename or an
+unlink of the file, and ``utime`` cannot set it back). A later block is
+checked so after each read. Otherwise the file
 is dropped with a warning naming it ("changed while it was read"), and so
 is one that vanished or cannot be read. A first block with no equal needs
 no such proof: that file is in no group.
@@ -53,8 +54,8 @@ fits the budget, and a later round keeps representatives while they fit;
 past that a subgroup keeps only its hash and a match is confirmed by
 reading its representative's block again, which happens only when very
 many files of one size differ in one block. So memory is bounded whatever
-the file sizes and group sizes. A file longer than a block stays open from
-its first read to the end of its batch, at most :func:`hold_limit` of them
+the file sizes and group sizes. A file stays open from its first read to
+the end of its batch, at most :func:`hold_limit` of them
 (a quarter of the open-file limit); past that, and in the lock-step
 rounds, a file is opened for one read and closed at once, so groups larger
 than the open-file limit work.
@@ -62,7 +63,7 @@ than the open-file limit work.
 **Cost.** Per file: ``open``, ``fstat``, ``pread`` of the first block and
 ``close``; per later block ``preadv`` and ``fstat`` through the descriptor
 kept open (``open``, ``fstat``, ``preadv``, ``fstat``, ``close`` where none
-is); one ``stat`` of the name of a file that ends in a group; and a few
+is); one more ``fstat`` for a file read whole that ends in a group; and a few
 hundred nanoseconds of Python (:meth:`_Refiner._first_batch` and
 :meth:`_Table.read` are the hot functions; anything unusual falls back to
 :func:`sif.fileio.open_regular`, which names the cause).
@@ -288,18 +289,17 @@ class _Refiner:
         the page cache) by :meth:`_first_batch`.
         """
         batch: list[_Tied] = []
-        held = longer = 0
+        held = files = 0
         budget = min(self.budget, FIRST_BATCH)
         hold = max(self.hold, 1)
         for g in groups:
             cost = min(g.size, FIRST_BLOCK) * len(g.members)
-            more = len(g.members) if g.size > FIRST_BLOCK else 0
-            if batch and (held + cost > budget or longer + more > hold):
+            if batch and (held + cost > budget or files + len(g.members) > hold):
                 self._first_batch(batch)
-                batch, held, longer = [], 0, 0
+                batch, held, files = [], 0, 0
             batch.append(g)
             held += cost
-            longer += more
+            files += len(g.members)
         if batch:
             self._first_batch(batch)
 
@@ -313,10 +313,10 @@ class _Refiner:
         saw (device, inode, size, mtime, ctime) is read. Anything else (a
         failed open, a file replaced or changed, a short read) goes through
         :meth:`_Table.read`, which reads it the careful way or names the
-        cause. A file read whole is closed at once, and checked again once
-        its group is known (:meth:`_split_first`); a larger one stays open
-        (up to :attr:`hold` of them) for its next blocks, until the batch is
-        done: one ``open`` a file, whatever its number of blocks.
+        cause. Every file read stays open (up to :attr:`hold` of them) until
+        the batch is done: a file read whole is checked through it once its
+        group is known (:meth:`_split_first`), a larger one reads its next
+        blocks through it: one ``open`` a file, whatever its number of blocks.
         """
         table = self.table
         dirs, dir_of, names, symlink = table.dirs, table.dir_of, table.names, table.symlink
@@ -359,7 +359,7 @@ class _Refiner:
                     raise
                 if data is not None and len(data) == n:
                     got[i] = data
-                    if n < size[i] and len(fds) < hold:
+                    if len(fds) < hold:
                         fds[i] = fd
                         continue
                     close(fd)
@@ -369,7 +369,7 @@ class _Refiner:
             before = self.outcome.bytes_read
             tied: list[_Tied] = []
             for g in groups:
-                tied.extend(self._split_first(g, got))
+                tied.extend(self._split_first(g, got, fds))
             self.progress.advance(self.outcome.bytes_read - before)
             del got
             self._rest(tied, fds)
@@ -377,13 +377,18 @@ class _Refiner:
             for fd in fds.values():
                 close(fd)
 
-    def _split_first(self, g: _Tied, got: dict[int, bytes | bytearray | str]) -> list[_Tied]:
+    def _split_first(
+        self, g: _Tied, got: dict[int, bytes | bytearray | str], fds: dict[int, int]
+    ) -> list[_Tied]:
         """``g`` split by its members' first blocks in ``got``: the subgroups of two or more
         still to read (a group read whole goes to the outcome).
 
         Keyed by a 64-bit xxh3 of the block first (ten times cheaper than
-        Python's hash of the bytes); members of one key, the rare case, are
-        then keyed by the bytes themselves, so only equal blocks meet.
+        Python's hash of the bytes); the members of one key are then compared
+        byte for byte with the first block of each subgroup (a ``memcmp``;
+        one subgroup but for a collision), so only equal blocks meet. A file
+        read whole is checked through its descriptor in ``fds``
+        (:meth:`_unchanged`).
         """
         size = g.size
         length = min(size, FIRST_BLOCK)
@@ -411,14 +416,20 @@ class _Refiner:
         for same in by_hash.values():
             if len(same) < 2:
                 continue
-            by_block: dict[bytes | bytearray, list[int]] = {}
+            by_block: list[tuple[bytes | bytearray, list[int]]] = []
             for i in same:  # blocks only: what could not be read is in no hash
-                by_block.setdefault(cast("bytes | bytearray", got[i]), []).append(i)
-            for block, members in by_block.items():
+                block = cast("bytes | bytearray", got[i])
+                for rep, members in by_block:
+                    if rep == block:
+                        members.append(i)
+                        break
+                else:
+                    by_block.append((block, [i]))
+            for block, members in by_block:
                 if len(members) < 2:
                     continue
                 if length == size:  # read whole: the check the read left out, now
-                    members = self._unchanged(members)
+                    members = self._unchanged(members, fds)
                     if len(members) < 2:
                         continue
                     digest = xxhash.xxh3_128_hexdigest(block)
@@ -435,9 +446,9 @@ class _Refiner:
         the groups found go to the outcome.
 
         A member in ``fds`` is read through that descriptor (``preadv``, then
-        ``fstat``: :meth:`_Table.read_open`) and its name is checked once
-        more if it ends in a group (:meth:`_unchanged`); any other member is
-        opened for each read (:meth:`_Table.read`).
+        ``fstat``: :meth:`_Table.read_open`; the ``fstat`` after its last read
+        is its proof); any other member is opened for each read
+        (:meth:`_Table.read`).
         """
         stack = groups[::-1]
         found = self.outcome.groups
@@ -450,20 +461,18 @@ class _Refiner:
                     stack.append(sub)
                     tied += len(sub.members)
                     continue
-                members = sub.members
-                if fds:
-                    members = self._unchanged(members, fds)
-                    if len(members) < 2:
-                        continue
-                found.append((sub.size, sub.digest, members))
+                found.append((sub.size, sub.digest, sub.members))
             self._tally(g.reads + 1, tied)
 
-    def _unchanged(self, members: list[int], only: dict[int, int] | None = None) -> list[int]:
-        """``members`` without (and warned of) those :meth:`_Table.unchanged` refuses
-        (with ``only``, the members not in it are taken as checked)."""
+    def _unchanged(self, members: list[int], fds: dict[int, int]) -> list[int]:
+        """``members`` without (and warned of) those that changed since the walk: checked
+        through their descriptor in ``fds`` (:meth:`_Table.unchanged_open`), else by name
+        (:meth:`_Table.unchanged`)."""
         kept = []
+        table = self.table
         for i in members:
-            cause = None if only is not None and i not in only else self.table.unchanged(i)
+            fd = fds.get(i)
+            cause = table.unchanged(i) if fd is None else table.unchanged_open(i, fd)
             if cause is None:
                 kept.append(i)
             else:

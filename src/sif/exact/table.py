@@ -187,6 +187,17 @@ class _Table:
             return self.unchanged(i) or CHANGED
         return into
 
+    def unchanged_open(self, i: int, fd: int) -> str | None:
+        """:meth:`unchanged` through ``fd``, a descriptor of candidate ``i`` opened (and
+        checked) by an earlier read: one ``fstat``; the name says why, if it is not."""
+        try:
+            st = os.fstat(fd)
+        except OSError as exc:
+            return _cause(exc)
+        if not st.st_nlink or self._changed(i, st):
+            return self.unchanged(i) or CHANGED
+        return None
+
     def unchanged(self, i: int) -> str | None:
         """Why candidate ``i`` cannot be vouched for now, or ``None`` if it is unchanged.
 
