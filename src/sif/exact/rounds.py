@@ -325,6 +325,8 @@ class _Refiner:
         rows = [i for g in groups for i in g.members]
         rows.sort(key=ino.__getitem__)
         got: dict[int, bytes | bytearray | str] = {}
+        keys: dict[int, int] = {}  # the xxh3-64 of each block read
+        h64 = xxhash.xxh3_64_intdigest
         fds: dict[int, int] = {}  # the files kept open for their next blocks
         hold = self.hold
         flags = table.flags
@@ -337,7 +339,9 @@ class _Refiner:
                 try:
                     fd = open_(dirs[dir_of[i]] + names[i], flags[symlink[i]])
                 except OSError:
-                    got[i] = table.read(i, 0, n, None, False)  # says why (or drops O_NOATIME)
+                    res = got[i] = table.read(i, 0, n, None, False)  # says why (or drops O_NOATIME)
+                    if not isinstance(res, str):
+                        keys[i] = h64(res)
                     flags = table.flags
                     continue
                 data: bytes | None = None
@@ -359,17 +363,20 @@ class _Refiner:
                     raise
                 if data is not None and len(data) == n:
                     got[i] = data
+                    keys[i] = h64(data)
                     if len(fds) < hold:
                         fds[i] = fd
                         continue
                     close(fd)
                 else:
                     close(fd)
-                    got[i] = table.read(i, 0, n)
+                    res = got[i] = table.read(i, 0, n)
+                    if not isinstance(res, str):
+                        keys[i] = h64(res)
             before = self.outcome.bytes_read
             tied: list[_Tied] = []
             for g in groups:
-                tied.extend(self._split_first(g, got, fds))
+                tied.extend(self._split_first(g, got, keys, fds))
             self.progress.advance(self.outcome.bytes_read - before)
             del got
             self._rest(tied, fds)
@@ -378,13 +385,19 @@ class _Refiner:
                 close(fd)
 
     def _split_first(
-        self, g: _Tied, got: dict[int, bytes | bytearray | str], fds: dict[int, int]
+        self,
+        g: _Tied,
+        got: dict[int, bytes | bytearray | str],
+        keys: dict[int, int],
+        fds: dict[int, int],
     ) -> list[_Tied]:
         """``g`` split by its members' first blocks in ``got``: the subgroups of two or more
         still to read (a group read whole goes to the outcome).
 
-        Keyed by a 64-bit xxh3 of the block first (ten times cheaper than
-        Python's hash of the bytes); the members of one key are then compared
+        Keyed by the 64-bit xxh3 of the block in ``keys`` first (ten times
+        cheaper than Python's hash of the bytes; a group whose keys are all
+        different, the usual case of unique files, is done in C loops);
+        the members of one key are then compared
         byte for byte with the first block of each subgroup (a ``memcmp``;
         one subgroup but for a collision), so only equal blocks meet. A file
         read whole is checked through its descriptor in ``fds``
@@ -392,16 +405,18 @@ class _Refiner:
         """
         size = g.size
         length = min(size, FIRST_BLOCK)
-        h64 = xxhash.xxh3_64_intdigest
+        hashes = list(map(keys.get, g.members))
+        if None not in hashes and len(set(hashes)) == len(hashes):
+            self.outcome.bytes_read += length * len(hashes)
+            self._tally(1, 0)
+            return []
         by_hash: dict[int, list[int]] = {}
         bytes_read = 0
-        for i in g.members:
-            res = got[i]
-            if isinstance(res, str):
-                self._drop(i, res)
+        for i, key in zip(g.members, hashes, strict=True):
+            if key is None:
+                self._drop(i, cast(str, got[i]))
                 continue
             bytes_read += length
-            key = h64(res)
             members = by_hash.get(key)
             if members is None:
                 by_hash[key] = [i]
