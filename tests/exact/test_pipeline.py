@@ -10,6 +10,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -368,9 +369,17 @@ def first_reads(monkeypatch: object, run: object) -> list[str]:
     return seen
 
 
-def test_each_file_is_opened_once_whatever_its_blocks(tmp_path: Path, monkeypatch: object) -> None:
+@pytest.mark.parametrize("keep_open", [8, 0])
+def test_each_file_is_opened_once_whatever_its_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_open: int
+) -> None:
     # Files of many blocks, replicas and near-replicas: each is opened once
-    # (the descriptor serves every block), and the groups stay the naive ones.
+    # (the descriptor serves every block), or, when files are not kept open
+    # after their first block (0), once more for all the later ones; the
+    # groups stay the naive ones.
+    from sif.exact import rounds
+
+    monkeypatch.setattr(rounds, "KEEP_OPEN_SHARE", keep_open)
     data = os.urandom(3 * MAX_BLOCK + 5)
     for name, body in {
         "a": data,
@@ -388,13 +397,14 @@ def test_each_file_is_opened_once_whatever_its_blocks(tmp_path: Path, monkeypatc
         opened.append(os.fsdecode(path))
         return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(os, "open", spy)  # type: ignore[attr-defined]
+    monkeypatch.setattr(os, "open", spy)
     stats = DupesStats()
     got = groups_of(tmp_path, jobs=1, stats=stats)
-    monkeypatch.undo()  # type: ignore[attr-defined]
+    monkeypatch.undo()
     assert got == naive_groups(tmp_path)
     files = sorted(str(tmp_path / n) for n in ("a", "b", "c", "d", "s1", "s2"))
-    assert sorted(p for p in opened if p in files) == files
+    again = [] if keep_open else [str(tmp_path / n) for n in ("a", "b", "c")]
+    assert sorted(p for p in opened if p in files) == sorted(files + again)
     assert stats.bytes_read == 3 * len(data) + FIRST_BLOCK + 2 * 3000
 
 

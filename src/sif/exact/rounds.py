@@ -236,6 +236,8 @@ class _Refiner:
         self.outcome = _Outcome()
         self._survivors: list[int] = []  # by round: candidates still tied after it
         self.hold = hold_limit()
+        # Whether the last batch found enough files tied to keep them open (0: never).
+        self.keep_open = KEEP_OPEN_SHARE > 0
 
     def _drop(self, i: int, cause: str) -> None:
         w = ScanWarning(self.table.path(i), cause)
@@ -328,7 +330,7 @@ class _Refiner:
         keys: dict[int, int] = {}  # the xxh3-64 of each block read
         h64 = xxhash.xxh3_64_intdigest
         fds: dict[int, int] = {}  # the files kept open for their next blocks
-        hold = self.hold
+        hold = self.hold if self.keep_open else 0
         flags = table.flags
         open_, fstat, pread, close = os.open, os.fstat, os.pread, os.close
         try:
@@ -374,11 +376,17 @@ class _Refiner:
                     if not isinstance(res, str):
                         keys[i] = h64(res)
             before = self.outcome.bytes_read
+            found = len(self.outcome.groups)
             tied: list[_Tied] = []
             for g in groups:
                 tied.extend(self._split_first(g, got, keys, fds))
             self.progress.advance(self.outcome.bytes_read - before)
             del got
+            grouped = sum(len(g.members) for g in tied)
+            grouped += sum(len(m) for _, _, m in self.outcome.groups[found:])
+            # Where few files have an equal first block (a tree of unique files), keeping
+            # every file open until the batch ends costs more than reopening those few.
+            self.keep_open = grouped * KEEP_OPEN_SHARE >= len(rows)
             self._rest(tied, fds)
         finally:
             for fd in fds.values():
@@ -462,13 +470,21 @@ class _Refiner:
 
         A member in ``fds`` is read through that descriptor (``preadv``, then
         ``fstat``: :meth:`_Table.read_open`; the ``fstat`` after its last read
-        is its proof); any other member is opened for each read
-        (:meth:`_Table.read`).
+        is its proof); a member not kept open is opened once for all its
+        blocks (:meth:`_Table.open_checked`) while :attr:`hold` allows; any
+        other member is opened for each read (:meth:`_Table.read`).
         """
         stack = groups[::-1]
         found = self.outcome.groups
+        table, hold = self.table, self.hold
         while stack:
             g = stack.pop()
+            if g.reads == 1 and len(fds) < hold:
+                for i in g.members:
+                    if i not in fds and len(fds) < hold:
+                        fd = table.open_checked(i)
+                        if fd is not None:
+                            fds[i] = fd
             subgroups = list(self._round([g], fds))
             tied = 0
             for sub in reversed(subgroups):
@@ -545,6 +561,12 @@ class _Refiner:
             self.outcome.bytes_read += n_read
             advance(n_read)
             yield from split.groups(length)
+
+
+KEEP_OPEN_SHARE = 8
+"""The files of a batch stay open after their first block while at least one in this
+many files of the batch before had an equal first block (0: never; a file that ties is
+then opened again, once, for its later blocks)."""
 
 
 def hold_limit() -> int:

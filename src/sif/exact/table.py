@@ -161,6 +161,31 @@ class _Table:
             return CHANGED
         return data
 
+    def open_checked(self, i: int) -> int | None:
+        """A descriptor of candidate ``i`` for :meth:`read_open`, if it is still the regular
+        file the walk saw (device, inode, size, mtime, ctime); else ``None`` (the caller
+        reads it by :meth:`read`, which says why)."""
+        try:
+            fd = os.open(self.dirs[self.dir_of[i]] + self.names[i], self.flags[self.symlink[i]])
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if (
+                st.st_ino == self.ino[i]
+                and st.st_dev == self.dev[i]
+                and S_ISREG(st.st_mode)
+                and not self._changed(i, st)
+            ):
+                return fd
+        except OSError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        return None
+
     def read_open(
         self, i: int, fd: int, offset: int, length: int, into: bytearray
     ) -> bytearray | str:
