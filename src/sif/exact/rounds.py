@@ -55,7 +55,9 @@ past that a subgroup keeps only its hash and a match is confirmed by
 reading its representative's block again, which happens only when very
 many files of one size differ in one block. So memory is bounded whatever
 the file sizes and group sizes. A file stays open from its first read to
-the end of its batch, at most :func:`hold_limit` of them
+the end of its batch (while the batch before had at least one file in
+:data:`KEEP_OPEN_SHARE` tied; otherwise a file that ties is opened again,
+once, for its later blocks), at most :func:`hold_limit` of them
 (a quarter of the open-file limit); past that, and in the lock-step
 rounds, a file is opened for one read and closed at once, so groups larger
 than the open-file limit work.
