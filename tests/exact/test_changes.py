@@ -16,7 +16,7 @@ import pytest
 
 from sif.errors import ConfigError
 from sif.events import ScanWarning
-from sif.exact import find_duplicates
+from sif.exact import find_duplicates, rounds
 from sif.exact.pipeline import FIRST_BLOCK, ReplicaFinder, _Table
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
 from treeutil import deadline, write
@@ -118,9 +118,10 @@ def rename_over(source: Path, path: Path) -> Callable[[], None]:
     return lambda: os.rename(source, path)
 
 
+@pytest.mark.parametrize("keep_open", [8, 0])
 @pytest.mark.parametrize("how", ["rewritten, mtime kept", "appended", "truncated", "renamed over"])
 def test_file_changed_between_its_blocks_is_dropped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, keep_open: int
 ) -> None:
     # a and b agree in their first block, differ after it. Once sif has read
     # a's first block, a becomes X2+Y2, whose rest equals b's: without the
@@ -138,6 +139,8 @@ def test_file_changed_between_its_blocks_is_dropped(
         "renamed over": rename_over(tmp_path / "new", a),
     }[how]
     cols = walked(a, b, c)
+    # Kept open from the first block (8), or opened again for the later ones (0).
+    monkeypatch.setattr(rounds, "KEEP_OPEN_SHARE", keep_open)
     change_after_first_read(monkeypatch, a, change)
     groups, warnings = compare(cols)
     assert groups == [[str(b), str(c)]]
@@ -145,9 +148,10 @@ def test_file_changed_between_its_blocks_is_dropped(
     assert "changed while it was read" in warnings[0].cause or "replaced" in warnings[0].cause
 
 
+@pytest.mark.parametrize("keep_open", [8, 0])
 @pytest.mark.parametrize("how", ["rewritten, mtime kept", "renamed over", "removed"])
 def test_small_file_changed_right_after_its_only_read_is_dropped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, keep_open: int
 ) -> None:
     # One block each: the first read is the last. a's bytes were read as those of
     # b and c; then a changes. The read itself skips its fstat (a file whose block
@@ -162,6 +166,8 @@ def test_small_file_changed_right_after_its_only_read_is_dropped(
         "removed": lambda: os.unlink(a),
     }[how]
     cols = walked(a, b, c)
+    # Checked through the descriptor kept open (8), or by name (0).
+    monkeypatch.setattr(rounds, "KEEP_OPEN_SHARE", keep_open)
     change_after_first_read(monkeypatch, a, change)
     groups, warnings = compare(cols)
     assert groups == [[str(b), str(c)]]

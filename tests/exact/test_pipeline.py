@@ -10,6 +10,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -366,6 +367,45 @@ def first_reads(monkeypatch: object, run: object) -> list[str]:
     monkeypatch.setattr(os, "pread", spy)  # type: ignore[attr-defined]
     run()  # type: ignore[operator]
     return seen
+
+
+@pytest.mark.parametrize("keep_open", [8, 0])
+def test_each_file_is_opened_once_whatever_its_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_open: int
+) -> None:
+    # Files of many blocks, replicas and near-replicas: each is opened once
+    # (the descriptor serves every block), or, when files are not kept open
+    # after their first block (0), once more for all the later ones; the
+    # groups stay the naive ones.
+    from sif.exact import rounds
+
+    monkeypatch.setattr(rounds, "KEEP_OPEN_SHARE", keep_open)
+    data = os.urandom(3 * MAX_BLOCK + 5)
+    for name, body in {
+        "a": data,
+        "b": data,
+        "c": data[:-1] + b"!",  # differs in its last block
+        "d": b"?" + data[1:],  # differs in its first block
+        "s1": data[:3000],
+        "s2": data[:3000],
+    }.items():
+        write(tmp_path / name, body)
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: str, flags: int, *args: object, **kw: object) -> int:
+        opened.append(os.fsdecode(path))
+        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    stats = DupesStats()
+    got = groups_of(tmp_path, jobs=1, stats=stats)
+    monkeypatch.undo()
+    assert got == naive_groups(tmp_path)
+    files = sorted(str(tmp_path / n) for n in ("a", "b", "c", "d", "s1", "s2"))
+    again = [] if keep_open else [str(tmp_path / n) for n in ("a", "b", "c")]
+    assert sorted(p for p in opened if p in files) == sorted(files + again)
+    assert stats.bytes_read == 3 * len(data) + FIRST_BLOCK + 2 * 3000
 
 
 def test_first_blocks_are_read_in_inode_order_across_sizes(

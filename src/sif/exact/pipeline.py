@@ -315,12 +315,16 @@ class ReplicaFinder:
         # Groups stay compact (size, digest, member indices) until they are read out.
         found: list[tuple[int, str, str, list[int]]] = []
         rounds: dict[str, int] = {}
+        path = cols.path
         for k, outcome in outcomes:
             flat = shares[k].flat
             for size, digest, members in outcome.groups:
                 ids = [flat[m] for m in members] if parallel else members
-                self._check_names(cols, links, ids)
-                first = min(cols.path(j) for i in ids for j in (i, *links.get(i, ())))
+                if links:
+                    self._check_names(cols, links, ids)
+                    first = min(path(j) for i in ids for j in (i, *links.get(i, ())))
+                else:  # no file has another name: one C loop
+                    first = min(map(path, ids))
                 found.append((size, first, digest, ids))
             for w in outcome.warnings:
                 self.stats.warnings += 1
@@ -375,23 +379,30 @@ class ReplicaFinder:
     def _group(
         cols: RecordColumns, links: dict[int, list[int]], size: int, digest: str, members: list[int]
     ) -> Group:
-        replicas = []
+        """The :class:`Group` of ``members``, its replicas by path. A member with no other
+        name (the usual case) costs a path and a :class:`Replica`."""
+        dirs, dir_of, names, symlink = cols.dirs, cols.dir_of, cols.names, cols.symlink
+        dev, ino, mtime_ns, ctime_ns = cols.dev, cols.ino, cols.mtime_ns, cols.ctime_ns
+        replicas: list[tuple[str, Replica]] = []
+        add = replicas.append
         for i in members:
-            names = (i, *links.get(i, ()))
-            own = sorted(cols.path(j) for j in names if not cols.symlink[j])
-            symlinks = tuple(sorted(cols.path(j) for j in names if cols.symlink[j]))
-            replicas.append(
-                Replica(
-                    (*own, *symlinks),
-                    cols.dev[i],
-                    cols.ino[i],
-                    cols.mtime_ns[i],
-                    symlinks=symlinks,
-                    ctime_ns=cols.ctime_ns[i],
-                )
+            other = links.get(i) if links else None
+            if not other:
+                p = dirs[dir_of[i]] + names[i]
+                add((p, Replica((p,), dev[i], ino[i], mtime_ns[i], None, (), ctime_ns[i])))
+                continue
+            every = (i, *other)
+            own = sorted(cols.path(j) for j in every if not symlink[j])
+            symlinks = tuple(sorted(cols.path(j) for j in every if symlink[j]))
+            paths = (*own, *symlinks)
+            add(
+                (paths[0], Replica(paths, dev[i], ino[i], mtime_ns[i], None, symlinks, ctime_ns[i]))
             )
-        replicas.sort(key=lambda r: r.path)
-        return Group(size, "xxh3-128:" + digest, tuple(replicas))
+        replicas.sort(key=_first)
+        return Group(size, "xxh3-128:" + digest, tuple(r for _, r in replicas))
+
+
+_first = operator.itemgetter(0)
 
 
 PARALLEL_MIN_FILES = 2000

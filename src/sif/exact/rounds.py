@@ -27,10 +27,12 @@ file the walk saw (same device and inode, checked by ``fstat`` of the new
 descriptor before any read: :func:`sif.fileio.open_regular`'s rules, never
 blocking on a FIFO swapped in, and not through a symbolic link that was not
 one during the walk); every read must give its full length, and after the
-last read of a file that stays in a group, its ``fstat`` (or, for a file
-read whole in the first round, a ``stat`` of its name once its group is
-known) must give the walk's device, inode, size, mtime and ctime (the ctime
-moves with any write, and ``utime`` cannot set it back). Otherwise the file
+last read of a file that stays in a group, its ``fstat`` (for a file read
+whole in the first round, once its group is known; a ``stat`` of its name
+where its descriptor was not kept) must give the walk's device, inode,
+size, mtime and ctime (the ctime moves with any write, a rename or an
+unlink of the file, and ``utime`` cannot set it back). A later block is
+checked so after each read. Otherwise the file
 is dropped with a warning naming it ("changed while it was read"), and so
 is one that vanished or cannot be read. A first block with no equal needs
 no such proof: that file is in no group.
@@ -40,7 +42,9 @@ blocks fit :data:`FIRST_BATCH` together (a group that fits the budget but
 not a batch is a batch alone), each batch in inode order (fclones and
 rmlint read in disk order too): on a cold cache the disk seeks less, and
 even from the page cache the kernel does less work than in the order of
-sizes. Later rounds read group by group.
+sizes. The groups of a batch still tied are then read to their end, group
+by group, before the next batch; a group too large for the budget goes in
+lock step with the others of its kind, round after round.
 
 **Memory.** Per process: two reusable buffers per block size (under 3 MiB
 in all), the first blocks of one batch, plus the blocks of the subgroups
@@ -50,12 +54,19 @@ fits the budget, and a later round keeps representatives while they fit;
 past that a subgroup keeps only its hash and a match is confirmed by
 reading its representative's block again, which happens only when very
 many files of one size differ in one block. So memory is bounded whatever
-the file sizes and group sizes. Files are opened for one read and closed
-at once, so groups larger than the open-file limit work.
+the file sizes and group sizes. A file stays open from its first read to
+the end of its batch (while the batch before had at least one file in
+:data:`KEEP_OPEN_SHARE` tied; otherwise a file that ties is opened again,
+once, for its later blocks), at most :func:`hold_limit` of them
+(a quarter of the open-file limit); past that, and in the lock-step
+rounds, a file is opened for one read and closed at once, so groups larger
+than the open-file limit work.
 
-**Cost.** Per file and block: ``open``, ``fstat``, ``pread``, ``fstat``,
-``close`` (no second ``fstat`` for a first block), and a few hundred
-nanoseconds of Python (:meth:`_Refiner._first_batch` and
+**Cost.** Per file: ``open``, ``fstat``, ``pread`` of the first block and
+``close``; per later block ``preadv`` and ``fstat`` through the descriptor
+kept open (``open``, ``fstat``, ``preadv``, ``fstat``, ``close`` where none
+is); one more ``fstat`` for a file read whole that ends in a group; and a few
+hundred nanoseconds of Python (:meth:`_Refiner._first_batch` and
 :meth:`_Table.read` are the hot functions; anything unusual falls back to
 :func:`sif.fileio.open_regular`, which names the cause).
 """
@@ -63,6 +74,7 @@ nanoseconds of Python (:meth:`_Refiner._first_batch` and
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -99,6 +111,7 @@ class _Tied:
     offset: int = 0
     block: int = FIRST_BLOCK
     digest: str | None = None  # set once the group is read to its end
+    reads: int = 0  # blocks read so far: the number of the round that read the last one
 
     def next_length(self) -> int:
         """The length of the next read: the block, cut by the end of file."""
@@ -189,10 +202,12 @@ class _Subgroups:
             if i < len(alive) - 1:
                 hasher = hasher.copy()
             hasher.update(rep)
+            reads = p.reads + 1
             if end >= p.size:  # finished: keep the digest, not the hasher
-                yield _Tied(p.size, members, None, end, digest=hasher.hexdigest())
+                yield _Tied(p.size, members, None, end, digest=hasher.hexdigest(), reads=reads)
             else:
-                yield _Tied(p.size, members, hasher, end, min(p.block * GROWTH, MAX_BLOCK))
+                nxt = min(p.block * GROWTH, MAX_BLOCK)
+                yield _Tied(p.size, members, hasher, end, nxt, reads=reads)
 
 
 @dataclass
@@ -221,75 +236,91 @@ class _Refiner:
         self.on_warning = on_warning
         self.progress = progress
         self.outcome = _Outcome()
+        self._survivors: list[int] = []  # by round: candidates still tied after it
+        self.hold = hold_limit()
+        # Whether the last batch found enough files tied to keep them open (0: never).
+        self.keep_open = KEEP_OPEN_SHARE > 0
 
     def _drop(self, i: int, cause: str) -> None:
         w = ScanWarning(self.table.path(i), cause)
         self.outcome.warnings.append(w)
         self.on_warning(w)
 
+    def _tally(self, reads: int, tied: int) -> None:
+        """Count ``tied`` candidates as still tied after round ``reads``."""
+        counts = self._survivors
+        while len(counts) < reads:
+            counts.append(0)
+        counts[reads - 1] += tied
+
     def run(self, tied: list[_Tied]) -> _Outcome:
-        """Block rounds until every group is read to its end."""
-        pending = tied
-        round_no = 0
+        """Block rounds until every group is read to its end.
+
+        Groups whose first blocks fit the budget are read to their end batch
+        by batch (:meth:`_first_blocks`); the others go in lock step, round
+        after round (:meth:`_round`).
+        """
         budget = self.budget
+        # First blocks are keyed by their bytes, unless a group has so many
+        # files that their blocks would not fit the budget: those go the
+        # bounded way (representatives, then hashes), as every later block.
+        keyed: list[_Tied] = []
+        pending: list[_Tied] = []
+        for g in tied:
+            fits = min(g.size, FIRST_BLOCK) * len(g.members) <= budget
+            (keyed if fits else pending).append(g)
+        self._first_blocks(keyed)
         while pending:
-            round_no += 1
             still: list[_Tied] = []
-            # First blocks are keyed by their bytes, unless a group has so many
-            # files that their blocks would not fit the budget: those go the
-            # bounded way (representatives, then hashes), as every later block.
-            keyed: list[_Tied] = []
-            other: list[_Tied] = []
-            for g in pending:
-                fits = g.offset == 0 and min(g.size, FIRST_BLOCK) * len(g.members) <= budget
-                (keyed if fits else other).append(g)
-            done = self._first_blocks(keyed)
-            done.extend(self._round(other))
-            for g in done:
+            for g in self._round(pending):
                 if g.digest is not None:
                     self.outcome.groups.append((g.size, g.digest, g.members))
                 else:
                     still.append(g)
-            self.outcome.survivors.append(
-                (f"block round {round_no}", sum(len(g.members) for g in still))
-            )
+            self._tally(pending[0].reads + 1, sum(len(g.members) for g in still))
             pending = still
+        self.outcome.survivors = [(f"block round {n}", k) for n, k in enumerate(self._survivors, 1)]
         return self.outcome
 
-    def _first_blocks(self, groups: list[_Tied]) -> list[_Tied]:
-        """The first block of every file of ``groups``, grouped by its bytes (exact).
+    def _first_blocks(self, groups: list[_Tied]) -> None:
+        """Every group of ``groups`` read to its end, batch by batch; the groups found go
+        to the outcome.
 
         The groups go in batches whose first blocks fit :data:`FIRST_BATCH`
-        (and the memory budget) together; the files of a batch are read in inode order (a proxy for
-        their order on disk, and cheaper for the kernel even from the page
-        cache), then each group is split by :meth:`_split_first`.
+        (and the memory budget) together, with at most :attr:`hold` files
+        longer than a block; the files of a batch are read in inode order (a
+        proxy for their order on disk, and cheaper for the kernel even from
+        the page cache) by :meth:`_first_batch`.
         """
-        out: list[_Tied] = []
         batch: list[_Tied] = []
-        held = 0
+        held = files = 0
         budget = min(self.budget, FIRST_BATCH)
+        hold = max(self.hold, 1)
         for g in groups:
             cost = min(g.size, FIRST_BLOCK) * len(g.members)
-            if batch and held + cost > budget:
-                out.extend(self._first_batch(batch))
-                batch, held = [], 0
+            if batch and (held + cost > budget or files + len(g.members) > hold):
+                self._first_batch(batch)
+                batch, held, files = [], 0, 0
             batch.append(g)
             held += cost
+            files += len(g.members)
         if batch:
-            out.extend(self._first_batch(batch))
-        return out
+            self._first_batch(batch)
 
-    def _first_batch(self, groups: list[_Tied]) -> list[_Tied]:
-        """Read the first block of every member of ``groups``, in inode order; split them.
+    def _first_batch(self, groups: list[_Tied]) -> None:
+        """Read the first block of every member of ``groups``, in inode order; split them;
+        read the groups still tied to their end (:meth:`_rest`).
 
         The hot loop of a tree of mostly unique files, kept lean: ``open``,
-        ``fstat``, ``pread``, ``close`` and a few comparisons a file, inline.
+        ``fstat``, ``pread`` and a few comparisons a file, inline.
         The ``fstat`` comes before the read: only the regular file the walk
         saw (device, inode, size, mtime, ctime) is read. Anything else (a
         failed open, a file replaced or changed, a short read) goes through
         :meth:`_Table.read`, which reads it the careful way or names the
-        cause. A file read whole is checked again once its group is known
-        (:meth:`_split_first`); a larger one by its next read.
+        cause. Every file read stays open (up to :attr:`hold` of them) until
+        the batch is done: a file read whole is checked through it once its
+        group is known (:meth:`_split_first`), a larger one reads its next
+        blocks through it: one ``open`` a file, whatever its number of blocks.
         """
         table = self.table
         dirs, dir_of, names, symlink = table.dirs, table.dir_of, table.names, table.symlink
@@ -298,61 +329,104 @@ class _Refiner:
         rows = [i for g in groups for i in g.members]
         rows.sort(key=ino.__getitem__)
         got: dict[int, bytes | bytearray | str] = {}
+        keys: dict[int, int] = {}  # the xxh3-64 of each block read
+        h64 = xxhash.xxh3_64_intdigest
+        fds: dict[int, int] = {}  # the files kept open for their next blocks
+        hold = self.hold if self.keep_open else 0
         flags = table.flags
         open_, fstat, pread, close = os.open, os.fstat, os.pread, os.close
-        for i in rows:
-            n = size[i]
-            if n > FIRST_BLOCK:
-                n = FIRST_BLOCK
-            try:
-                fd = open_(dirs[dir_of[i]] + names[i], flags[symlink[i]])
-            except OSError:
-                got[i] = table.read(i, 0, n, None, False)  # says why (or drops O_NOATIME)
-                flags = table.flags
-                continue
-            data: bytes | None = None
-            try:
-                st = fstat(fd)
-                if (
-                    st.st_ino == ino[i]
-                    and st.st_dev == dev[i]
-                    and S_ISREG(st.st_mode)
-                    and st.st_size == size[i]
-                    and st.st_mtime_ns == mtime_ns[i]
-                    and st.st_ctime_ns == ctime_ns[i]
-                ):
-                    data = pread(fd, n, 0)
-            except OSError:
-                pass
-            finally:
+        try:
+            for i in rows:
+                n = size[i]
+                if n > FIRST_BLOCK:
+                    n = FIRST_BLOCK
+                try:
+                    fd = open_(dirs[dir_of[i]] + names[i], flags[symlink[i]])
+                except OSError:
+                    res = got[i] = table.read(i, 0, n, None, False)  # says why (or drops O_NOATIME)
+                    if not isinstance(res, str):
+                        keys[i] = h64(res)
+                    flags = table.flags
+                    continue
+                data: bytes | None = None
+                try:
+                    st = fstat(fd)
+                    if (
+                        st.st_ino == ino[i]
+                        and st.st_dev == dev[i]
+                        and S_ISREG(st.st_mode)
+                        and st.st_size == size[i]
+                        and st.st_mtime_ns == mtime_ns[i]
+                        and st.st_ctime_ns == ctime_ns[i]
+                    ):
+                        data = pread(fd, n, 0)
+                except OSError:
+                    pass
+                except BaseException:
+                    close(fd)
+                    raise
+                if data is not None and len(data) == n:
+                    got[i] = data
+                    keys[i] = h64(data)
+                    if len(fds) < hold:
+                        fds[i] = fd
+                        continue
+                    close(fd)
+                else:
+                    close(fd)
+                    res = got[i] = table.read(i, 0, n)
+                    if not isinstance(res, str):
+                        keys[i] = h64(res)
+            before = self.outcome.bytes_read
+            found = len(self.outcome.groups)
+            tied: list[_Tied] = []
+            for g in groups:
+                tied.extend(self._split_first(g, got, keys, fds))
+            self.progress.advance(self.outcome.bytes_read - before)
+            del got
+            grouped = sum(len(g.members) for g in tied)
+            grouped += sum(len(m) for _, _, m in self.outcome.groups[found:])
+            # Where few files have an equal first block (a tree of unique files), keeping
+            # every file open until the batch ends costs more than reopening those few.
+            self.keep_open = grouped * KEEP_OPEN_SHARE >= len(rows)
+            self._rest(tied, fds)
+        finally:
+            for fd in fds.values():
                 close(fd)
-            got[i] = data if data is not None and len(data) == n else table.read(i, 0, n)
-        before = self.outcome.bytes_read
-        out: list[_Tied] = []
-        for g in groups:
-            out.extend(self._split_first(g, got))
-        self.progress.advance(self.outcome.bytes_read - before)
-        return out
 
-    def _split_first(self, g: _Tied, got: dict[int, bytes | bytearray | str]) -> list[_Tied]:
-        """``g`` split by its members' first blocks in ``got``: the subgroups of two or more.
+    def _split_first(
+        self,
+        g: _Tied,
+        got: dict[int, bytes | bytearray | str],
+        keys: dict[int, int],
+        fds: dict[int, int],
+    ) -> list[_Tied]:
+        """``g`` split by its members' first blocks in ``got``: the subgroups of two or more
+        still to read (a group read whole goes to the outcome).
 
-        Keyed by a 64-bit xxh3 of the block first (ten times cheaper than
-        Python's hash of the bytes); members of one key, the rare case, are
-        then keyed by the bytes themselves, so only equal blocks meet.
+        Keyed by the 64-bit xxh3 of the block in ``keys`` first (ten times
+        cheaper than Python's hash of the bytes; a group whose keys are all
+        different, the usual case of unique files, is done in C loops);
+        the members of one key are then compared
+        byte for byte with the first block of each subgroup (a ``memcmp``;
+        one subgroup but for a collision), so only equal blocks meet. A file
+        read whole is checked through its descriptor in ``fds``
+        (:meth:`_unchanged`).
         """
         size = g.size
         length = min(size, FIRST_BLOCK)
-        h64 = xxhash.xxh3_64_intdigest
+        hashes = list(map(keys.get, g.members))
+        if None not in hashes and len(set(hashes)) == len(hashes):
+            self.outcome.bytes_read += length * len(hashes)
+            self._tally(1, 0)
+            return []
         by_hash: dict[int, list[int]] = {}
         bytes_read = 0
-        for i in g.members:
-            res = got[i]
-            if isinstance(res, str):
-                self._drop(i, res)
+        for i, key in zip(g.members, hashes, strict=True):
+            if key is None:
+                self._drop(i, cast(str, got[i]))
                 continue
             bytes_read += length
-            key = h64(res)
             members = by_hash.get(key)
             if members is None:
                 by_hash[key] = [i]
@@ -361,32 +435,77 @@ class _Refiner:
         self.outcome.bytes_read += bytes_read
         out: list[_Tied] = []
         if len(by_hash) == len(g.members):  # all different: the usual case of unique files
+            self._tally(1, 0)
             return out
+        tied = 0
         for same in by_hash.values():
             if len(same) < 2:
                 continue
-            by_block: dict[bytes | bytearray, list[int]] = {}
+            by_block: list[tuple[bytes | bytearray, list[int]]] = []
             for i in same:  # blocks only: what could not be read is in no hash
-                by_block.setdefault(cast("bytes | bytearray", got[i]), []).append(i)
-            for block, members in by_block.items():
+                block = cast("bytes | bytearray", got[i])
+                for rep, members in by_block:
+                    if rep == block:
+                        members.append(i)
+                        break
+                else:
+                    by_block.append((block, [i]))
+            for block, members in by_block:
                 if len(members) < 2:
                     continue
                 if length == size:  # read whole: the check the read left out, now
-                    members = self._unchanged(members)
+                    members = self._unchanged(members, fds)
                     if len(members) < 2:
                         continue
                     digest = xxhash.xxh3_128_hexdigest(block)
-                    out.append(_Tied(size, members, None, size, digest=digest))
+                    self.outcome.groups.append((size, digest, members))
                 else:
                     nxt = min(g.block * GROWTH, MAX_BLOCK)
-                    out.append(_Tied(size, members, xxhash.xxh3_128(block), length, nxt))
+                    out.append(_Tied(size, members, xxhash.xxh3_128(block), length, nxt, reads=1))
+                    tied += len(members)
+        self._tally(1, tied)
         return out
 
-    def _unchanged(self, members: list[int]) -> list[int]:
-        """``members`` without (and warned of) those :meth:`_Table.unchanged` refuses."""
+    def _rest(self, groups: list[_Tied], fds: dict[int, int]) -> None:
+        """Read ``groups`` to their end, one group (and its subgroups) after another;
+        the groups found go to the outcome.
+
+        A member in ``fds`` is read through that descriptor (``preadv``, then
+        ``fstat``: :meth:`_Table.read_open`; the ``fstat`` after its last read
+        is its proof); a member not kept open is opened once for all its
+        blocks (:meth:`_Table.open_checked`) while :attr:`hold` allows; any
+        other member is opened for each read (:meth:`_Table.read`).
+        """
+        stack = groups[::-1]
+        found = self.outcome.groups
+        table, hold = self.table, self.hold
+        while stack:
+            g = stack.pop()
+            if g.reads == 1 and len(fds) < hold:
+                for i in g.members:
+                    if i not in fds and len(fds) < hold:
+                        fd = table.open_checked(i)
+                        if fd is not None:
+                            fds[i] = fd
+            subgroups = list(self._round([g], fds))
+            tied = 0
+            for sub in reversed(subgroups):
+                if sub.digest is None:
+                    stack.append(sub)
+                    tied += len(sub.members)
+                    continue
+                found.append((sub.size, sub.digest, sub.members))
+            self._tally(g.reads + 1, tied)
+
+    def _unchanged(self, members: list[int], fds: dict[int, int]) -> list[int]:
+        """``members`` without (and warned of) those that changed since the walk: checked
+        through their descriptor in ``fds`` (:meth:`_Table.unchanged_open`), else by name
+        (:meth:`_Table.unchanged`)."""
         kept = []
+        table = self.table
         for i in members:
-            cause = self.table.unchanged(i)
+            fd = fds.get(i)
+            cause = table.unchanged(i) if fd is None else table.unchanged_open(i, fd)
             if cause is None:
                 kept.append(i)
             else:
@@ -409,30 +528,56 @@ class _Refiner:
                 self._buffers[length] = pair
         return pair
 
-    def _round(self, groups: list[_Tied]) -> Iterator[_Tied]:
+    def _round(self, groups: list[_Tied], fds: dict[int, int] | None = None) -> Iterator[_Tied]:
         """Read the next block of every member of ``groups``; yield the subgroups.
 
         Blocks are read into two buffers reused from group to group (the first
         member's, which represents the subgroup, and the others'), so when most
         files agree (the common case for large files) a block costs one
         ``preadv`` and one ``memcmp``, and nothing is allocated; only a block
-        that starts another subgroup is copied.
+        that starts another subgroup is copied. A member in ``fds`` is read
+        through its open descriptor.
         """
-        read = self.table.read
+        table = self.table
+        read, read_open = table.read, table.read_open
+        fds = fds or {}
+        advance = self.progress.advance
         for g in groups:
             length = g.next_length()
             offset = g.offset
             split = _Subgroups(g, self.budget, partial(self._reread, offset=offset, length=length))
             first, other = self._buffers_for(length)
+            n_read = 0
             for i in g.members:
-                res = read(i, offset, length, first if split.first is None else other)
+                into = first if split.first is None else other
+                fd = fds.get(i)
+                if fd is None:
+                    res = read(i, offset, length, into)
+                else:
+                    res = read_open(i, fd, offset, length, into)
                 if isinstance(res, str):
                     self._drop(i, res)
                 else:
-                    self.outcome.bytes_read += length
-                    self.progress.advance(length)
+                    n_read += length
                     split.add(i, res)
+            self.outcome.bytes_read += n_read
+            advance(n_read)
             yield from split.groups(length)
+
+
+KEEP_OPEN_SHARE = 8
+"""The files of a batch stay open after their first block while at least one in this
+many files of the batch before had an equal first block (0: never; a file that ties is
+then opened again, once, for its later blocks)."""
+
+
+def hold_limit() -> int:
+    """How many files a refiner keeps open at most: a quarter of the soft limit on open
+    files (a caller may hold others), and no more than a batch can hold."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(0, min(FIRST_BATCH // FIRST_BLOCK, soft // 4))
 
 
 _Task = tuple[_Table, "list[int] | None", list[int], list[int], int]

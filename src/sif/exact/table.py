@@ -161,6 +161,68 @@ class _Table:
             return CHANGED
         return data
 
+    def open_checked(self, i: int) -> int | None:
+        """A descriptor of candidate ``i`` for :meth:`read_open`, if it is still the regular
+        file the walk saw (device, inode, size, mtime, ctime); else ``None`` (the caller
+        reads it by :meth:`read`, which says why)."""
+        try:
+            fd = os.open(self.dirs[self.dir_of[i]] + self.names[i], self.flags[self.symlink[i]])
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if (
+                st.st_ino == self.ino[i]
+                and st.st_dev == self.dev[i]
+                and S_ISREG(st.st_mode)
+                and not self._changed(i, st)
+            ):
+                return fd
+        except OSError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        return None
+
+    def read_open(
+        self, i: int, fd: int, offset: int, length: int, into: bytearray
+    ) -> bytearray | str:
+        """:meth:`read` through ``fd``, a descriptor of candidate ``i`` opened (and
+        checked) by an earlier read: ``preadv`` into ``into``, then ``fstat``.
+
+        The ``fstat`` proves the file unchanged since the walk (size, mtime,
+        ctime: a rename or an unlink of it moves the ctime too); if it does
+        not, the name says why (:meth:`unchanged`: vanished, replaced, or
+        changed).
+        """
+        try:
+            n = os.preadv(fd, [into], offset)
+            st = os.fstat(fd)
+        except OSError as exc:
+            return _cause(exc)
+        if (
+            n != length
+            or st.st_size != self.size[i]
+            or st.st_mtime_ns != self.mtime_ns[i]
+            or st.st_ctime_ns != self.ctime_ns[i]
+            or not st.st_nlink
+        ):
+            return self.unchanged(i) or CHANGED
+        return into
+
+    def unchanged_open(self, i: int, fd: int) -> str | None:
+        """:meth:`unchanged` through ``fd``, a descriptor of candidate ``i`` opened (and
+        checked) by an earlier read: one ``fstat``; the name says why, if it is not."""
+        try:
+            st = os.fstat(fd)
+        except OSError as exc:
+            return _cause(exc)
+        if not st.st_nlink or self._changed(i, st):
+            return self.unchanged(i) or CHANGED
+        return None
+
     def unchanged(self, i: int) -> str | None:
         """Why candidate ``i`` cannot be vouched for now, or ``None`` if it is unchanged.
 
