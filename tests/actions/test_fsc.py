@@ -9,14 +9,17 @@ the same message; and neither may leave a descriptor open when it refuses.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from actionutil import sif
 from sif.actions import verify
 from sif.actions.plan import FileRef
 from sif.actions.verify import Changed, Comparer, Expected, recheck_pair
@@ -191,3 +194,107 @@ def test_close_all_closes_every_descriptor_and_ignores_a_closed_one(tmp_path: Pa
         for fd in fds:
             with pytest.raises(OSError):
                 os.fstat(fd)
+
+
+def test_figures_no_file_has_are_refused_by_both_rechecks(tmp_path: Path) -> None:
+    """A report can hold any integer: an inode of 2**64 + n (the compiled re-check's unsigned
+    64-bit integers would wrap it to n, the inode it names), a ctime of -1 (the compiled
+    re-check's "any ctime"), a size or an mtime beyond 64 bits or below 0. Both re-checks
+    refuse them, with the same cause."""
+    k, d = tmp_path / "k", tmp_path / "d"
+    write(k, b"hello world\n")
+    write(d, b"hello world\n")
+    keep, drop = ref(k), ref(d)
+    wrapped = FileRef(drop.path, drop.dev, drop.ino + 2**64, *astuple(drop)[3:])
+    assert both(keep, wrapped) == ("changed", f"{d}: replaced by another file since the report")
+    ctime = Expected(drop.size, drop.mtime_ns, -1)
+    kind, what = both(keep, drop, dwant=ctime)
+    assert (kind, str(what)) == ("changed", f"{d}: {CTIME}")
+    for size in (-1, 2**63, 2**64 + drop.size):
+        claim = FileRef(keep.path, keep.dev, keep.ino, size, keep.mtime_ns, keep.ctime_ns)
+        kind, what = both(claim, drop, kwant=Expected.of(claim))
+        assert (kind, what) == (
+            "changed",
+            f"{k}: size changed since the report ({size} -> 12 bytes)",
+        )
+    for mtime in (2**63, -(2**63) - 1):
+        kind, what = both(keep, drop, kwant=Expected(keep.size, mtime, keep.ctime_ns))
+        assert (kind, what) == ("changed", f"{k}: modified since the report (mtime differs)")
+    kind, what = both(keep, drop, dwant=Expected(drop.size, drop.mtime_ns, 2**64))
+    assert (kind, what) == ("changed", f"{d}: {CTIME}")
+
+
+CTIME = "changed since the report (ctime differs: content, owner or mode)"
+
+
+@pytest.mark.parametrize("bad", ["\0", "\ud800"])
+def test_a_name_no_file_can_have_is_a_change_in_both_rechecks(tmp_path: Path, bad: str) -> None:
+    """A name with a NUL byte (or a lone surrogate, which no encoding gives bytes) is a
+    Changed naming it, as a vanished file is, not a ValueError that ends the run."""
+    k, d = tmp_path / "k", tmp_path / "d"
+    write(k, b"x")
+    write(d, b"x")
+    keep, drop = ref(k), ref(d)
+    odd = FileRef(f"{drop.path}{bad}y", *astuple(drop)[1:])
+    kind, what = both(keep, odd)
+    assert kind == "changed"
+    assert str(what).startswith(f"{odd.path}: not a possible file name (")
+    kind, what = both(FileRef(f"{keep.path}{bad}", *astuple(keep)[1:]), drop)
+    assert str(what).startswith(f"{keep.path}{bad}: not a possible file name (")
+
+
+def test_a_report_naming_a_file_with_a_nul_byte_skips_it_with_one_line(tmp_path: Path) -> None:
+    """From a crafted report: the file is named on one line and skipped (exit 1), the other
+    steps run; no traceback, no fatal error."""
+    tree = tmp_path / "t"
+    for name in ("a", "b", "c", "d"):
+        write(tree / name, b"one" if name in "ab" else b"two")
+    out = sif("dupes", "--format", "json", str(tree), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    head, *groups = out.stdout.splitlines()
+    docs = [json.loads(g) for g in groups]
+    bad = next(g for g in docs if g["files"][1]["names"][0].endswith("/b"))
+    bad["files"][1]["names"] = [bad["files"][1]["names"][0] + "\0x"]
+    (tmp_path / "r.json").write_text("\n".join([head, *map(json.dumps, docs)]) + "\n")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    run = sif("link", str(tmp_path / "r.json"), cwd=tmp_path, env=env)
+    assert run.returncode == 1, run.stderr
+    warnings = [line for line in run.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1
+    assert f"{tree}/b" in warnings[0] and "not a possible file name" in warnings[0]
+    assert "Traceback" not in run.stderr
+    assert os.stat(tree / "c").st_ino == os.stat(tree / "d").st_ino  # the other group: linked
+    assert os.stat(tree / "b").st_nlink == 1
+
+
+def test_close_all_refuses_a_descriptor_beyond_an_int(tmp_path: Path) -> None:
+    """2**32 + fd is no descriptor: refused (as os.close does), not cut down to fd and closed."""
+    from sif.actions import lanes
+
+    write(tmp_path / "f", b"x")
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        for fallback in (False, True):
+            saved = lanes._fsc
+            if fallback:
+                lanes._fsc = None
+            try:
+                with pytest.raises(OverflowError):
+                    lanes.close_all([2**32 + fd])
+            finally:
+                lanes._fsc = saved
+            os.fstat(fd)  # still open
+    finally:
+        os.close(fd)
+
+
+def test_mtimes_before_1970_agree(tmp_path: Path) -> None:
+    """Negative nanoseconds: the compiled figures (tv_sec * 10**9 + tv_nsec) and the float
+    times made of them are os.fstat's."""
+    k, d = tmp_path / "k", tmp_path / "d"
+    write(k, b"old")
+    write(d, b"old")
+    os.utime(k, ns=(-1, -1_500_000_001))
+    os.utime(d, ns=(-(10**18), -999_999_999))
+    kind, _ = both(ref(k), ref(d))
+    assert kind == "ok"

@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -226,6 +227,12 @@ static PyObject *close_all(PyObject *self, PyObject *arg) {
     for (Py_ssize_t i = 0; i < n; i++) {
         long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
         if (fd == -1 && PyErr_Occurred()) {
+            PyMem_Free(fds);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (fd < INT_MIN || fd > INT_MAX) { /* (int) would close another descriptor */
+            PyErr_SetString(PyExc_OverflowError, "close_all(): a descriptor out of range");
             PyMem_Free(fds);
             Py_DECREF(seq);
             return NULL;
