@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import astuple
@@ -21,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actionutil import sif
+from actionutil import sif, tool
 from sif.actions import verify
 from sif.actions.plan import FileRef
 from sif.actions.verify import Changed, Comparer, Expected, recheck_pair
@@ -84,6 +90,22 @@ def fifo(p: Path) -> None:
     os.mkfifo(p)
 
 
+def directory(p: Path) -> None:
+    p.unlink()
+    p.mkdir()
+
+
+def device(p: Path) -> None:  # /dev/null's numbers: opening it does nothing
+    p.unlink()
+    os.mknod(p, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+def unix_socket(p: Path) -> None:  # open() of a socket fails with ENXIO
+    p.unlink()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(p))
+
+
 def symlink(p: Path) -> None:
     p.unlink()
     p.symlink_to(p.with_name("k"))
@@ -106,6 +128,9 @@ CASES: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "drop vanished": (lambda k, d: d.unlink(), "d: vanished since the report"),
     "drop a symlink now": (lambda k, d: symlink(d), "d: is a symbolic link now"),
     "drop a FIFO now": (lambda k, d: fifo(d), "d: not a regular file (FIFO)"),
+    "drop a directory now": (lambda k, d: directory(d), "d: not a regular file (directory)"),
+    "keep a device now": (lambda k, d: device(k), "k: not a regular file (character device)"),
+    "drop a socket now": (lambda k, d: unix_socket(d), "d: No such device or address"),
     "drop replaced": (lambda k, d: replace(d), "d: replaced by another file since the report"),
     "drop grew": (lambda k, d: d.write_bytes(b"hello world!!\n"), "d: size changed"),
     "keep touched": (lambda k, d: os.utime(k, ns=(1, 2)), "k: modified since the report"),
@@ -339,3 +364,56 @@ def test_a_signal_stops_a_large_compare_and_both_files_are_closed(
         signal.signal(signal.SIGALRM, old)
     assert open_fds() == before
     assert elapsed < 2, elapsed
+
+
+PERMISSION = """
+import json, sys
+from sif.actions.plan import FileRef
+from sif.actions.verify import Changed, Comparer, Expected, recheck_pair
+k, d = (FileRef(*f) for f in json.loads(sys.argv[1]))
+out = []
+for keep, drop in ((k, d), (d, k)):
+    for compiled in (True, False):
+        try:
+            c = Comparer(compiled=compiled)
+            recheck_pair(keep, Expected.of(keep), drop, Expected.of(drop), c)
+            out.append("ok")
+        except Changed as exc:
+            out.append(str(exc))
+print(json.dumps(out))
+"""
+
+
+def test_permission_denied_is_the_same_change_in_both_rechecks() -> None:
+    """Run as ``nobody``: a file it may not read is the same Changed in both, kept or dropped."""
+    base = Path(tempfile.mkdtemp(prefix="sif-fsc-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        k, d = base / "k", base / "d"
+        write(k, b"same\n")
+        write(d, b"same\n")
+        os.chmod(d, 0o600)  # root's, unreadable for nobody
+        files = json.dumps([astuple(ref(k)), astuple(ref(d))])
+        drop = [tool("setpriv"), "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        p = subprocess.run(
+            [*drop, sys.executable, "-c", PERMISSION, files], capture_output=True, text=True
+        )
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == [f"{d}: Permission denied"] * 4
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_difference_in_the_last_partial_block_of_a_large_file(tmp_path: Path) -> None:
+    """The real 1 MiB block: a file of two blocks and a bit, differing in its last byte only
+    (size and mtime restored), is told apart by both; equal copies are not."""
+    data = bytes(range(256)) * (4096 * 2) + b"tail!"
+    k, d = tmp_path / "k", tmp_path / "d"
+    write(k, data)
+    write(d, data)
+    keep, drop = ref(k), ref(d)
+    kind, what = both(keep, drop)
+    assert (kind, what[1]) == ("ok", 2 * len(data))  # type: ignore[index]
+    restore_mtime(d, data[:-1] + b"?")
+    kind, what = both(keep, drop, dwant=Expected(drop.size, drop.mtime_ns, None))
+    assert (kind, what) == ("changed", f"{d}: its bytes differ from the kept copy {k}")
