@@ -2,10 +2,10 @@
  *
  * recheck(): open both files of a step, fstat them, compare their bytes.
  * sif.actions.verify calls it once per step. Everything it does runs
- * without the GIL, so the run's lanes (threads) re-check on several CPUs at
- * once; in Python, each of the six system calls of a small file's re-check
- * handed the GIL to the other lane and back, and two lanes were no faster
- * than one. The decisions stay in Python: this returns a status and the
+ * without the GIL (but for a signal check every 64 MiB of a large file),
+ * so the run's lanes (threads) re-check on several CPUs at once; in Python,
+ * each of the six system calls of a small file's re-check handed the GIL to
+ * the other lane and back, and two lanes were no faster than one. The decisions stay in Python: this returns a status and the
  * figures, and verify.py turns a status into the same Changed (or OSError)
  * the Python re-check raises.
  *
@@ -27,6 +27,8 @@
  *   3 another inode than expected    4 size, mtime or ctime differ (its stat)
  *   5 the bytes differ, or a file is shorter now than `size`
  *   6 a read failed (err: errno; which: the file)
+ * A signal handler that raises (Ctrl-C) during a large file's compare: both closed, and
+ * its exception raised.
  * kst, dst: (mode, ino, dev, nlink, uid, gid, size, atime_ns, mtime_ns,
  * ctime_ns) or None when not fstat-ed. nread: bytes read of both files.
  *
@@ -41,6 +43,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,7 +53,9 @@
 #endif
 
 enum { OK = 0, OPEN_FAILED = 1, NOT_REGULAR = 2, REPLACED = 3, STAT_DIFFERS = 4, DIFFER = 5,
-       READ_FAILED = 6 };
+       READ_FAILED = 6, INTERRUPTED = 7 };
+
+#define CHECK_EVERY (64LL << 20) /* bytes of each file compared between two signal checks */
 
 typedef struct {
     const char *path;
@@ -113,11 +118,22 @@ static Py_ssize_t read_full(int fd, char *buf, Py_ssize_t n, long long offset) {
     return got;
 }
 
-/* Compare the first size bytes of both open files; a status, the file and errno if one fails. */
+/* Compare the first size bytes of both open files; a status, the file and errno if one fails.
+ * Called without the GIL (*ts: the thread state it was released from); every CHECK_EVERY bytes
+ * of a large file it takes the GIL back for PyErr_CheckSignals, so that Ctrl-C stops a long
+ * compare as it stops the Python one (between two blocks): INTERRUPTED, the exception set. */
 static int compare(side *k, side *d, long long size, char *a, char *b, Py_ssize_t block,
-                   long long *nread, int *which, int *err) {
-    long long offset = 0;
+                   long long *nread, int *which, int *err, PyThreadState **ts) {
+    long long offset = 0, since = 0;
     while (offset < size) {
+        if (since >= CHECK_EVERY) {
+            since = 0;
+            PyEval_RestoreThread(*ts);
+            int interrupted = PyErr_CheckSignals();
+            *ts = PyEval_SaveThread();
+            if (interrupted)
+                return INTERRUPTED;
+        }
         Py_ssize_t n = (Py_ssize_t)((size - offset) < block ? (size - offset) : block);
         Py_ssize_t na = read_full(k->fd, a, n, offset);
         if (na < 0) {
@@ -135,6 +151,7 @@ static int compare(side *k, side *d, long long size, char *a, char *b, Py_ssize_
         if (na != n || nb != n || memcmp(a, b, (size_t)n) != 0)
             return DIFFER;
         offset += n;
+        since += n;
     }
     return OK;
 }
@@ -173,13 +190,13 @@ static PyObject *recheck(PyObject *self, PyObject *args) {
     d.path = PyBytes_AS_STRING(dpath);
     int status, which = 0, err = 0;
     long long nread = 0;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *ts = PyEval_SaveThread();
     status = open_side(&k, &err);
     if (status == OK) {
         which = 1;
         status = open_side(&d, &err);
         if (status == OK) {
-            status = compare(&k, &d, size, ba.buf, bb.buf, ba.len, &nread, &which, &err);
+            status = compare(&k, &d, size, ba.buf, bb.buf, ba.len, &nread, &which, &err, &ts);
             if (status != OK) {
                 close(k.fd);
                 close(d.fd);
@@ -190,11 +207,13 @@ static PyObject *recheck(PyObject *self, PyObject *args) {
             k.fd = -1;
         }
     }
-    Py_END_ALLOW_THREADS
+    PyEval_RestoreThread(ts);
     PyBuffer_Release(&ba);
     PyBuffer_Release(&bb);
     Py_DECREF(kpath);
     Py_DECREF(dpath);
+    if (status == INTERRUPTED) /* both closed: the signal handler's exception */
+        return NULL;
     PyObject *kst = stat_tuple(&k), *dst = stat_tuple(&d);
     PyObject *out = NULL;
     if (kst && dst)
@@ -226,6 +245,12 @@ static PyObject *close_all(PyObject *self, PyObject *arg) {
     for (Py_ssize_t i = 0; i < n; i++) {
         long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
         if (fd == -1 && PyErr_Occurred()) {
+            PyMem_Free(fds);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (fd < INT_MIN || fd > INT_MAX) { /* (int) would close another descriptor */
+            PyErr_SetString(PyExc_OverflowError, "close_all(): a descriptor out of range");
             PyMem_Free(fds);
             Py_DECREF(seq);
             return NULL;

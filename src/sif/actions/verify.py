@@ -78,6 +78,8 @@ def open_checked(ref: FileRef, want: Expected) -> tuple[int, os.stat_result]:
     """Open ``ref.path`` as the report's inode and check its stat; raise :class:`Changed`."""
     try:
         fd, st = open_regular(ref.path, expect=ref.key, follow_symlinks=False)
+    except ValueError as exc:  # a NUL byte, an unencodable character: no file has that name
+        raise Changed(ref.path, f"not a possible file name ({exc})") from None
     except FileNotFoundError:
         raise Changed(ref.path, "vanished since the report") from None
     except OSError as exc:
@@ -150,25 +152,36 @@ def recheck_pair(
     ``kwant`` and ``dwant``, compare ``keep.size`` bytes; return both descriptors (open:
     the caller closes them) and their ``fstat``. Raise :class:`Changed` for any
     difference (the step is skipped), an ``OSError`` for a read that failed."""
-    if _fsc is None or not comparer.compiled:
+    if (
+        _fsc is None
+        or not comparer.compiled
+        or (keep.dev | keep.ino | drop.dev | drop.ino) >> 64  # not a C dev_t, ino_t: it
+        # would wrap there ("K"), 2**64 + n matching inode n; no file has it
+        or kwant.ctime_ns == -1  # -1 is "any ctime" there
+        or dwant.ctime_ns == -1
+    ):
         return _recheck_python(keep, kwant, drop, dwant, comparer)
-    status, which, err, kfd, kst, dfd, dst, nread = _fsc.recheck(
-        keep.path,
-        keep.dev,
-        keep.ino,
-        kwant.size,
-        kwant.mtime_ns,
-        -1 if kwant.ctime_ns is None else kwant.ctime_ns,
-        drop.path,
-        drop.dev,
-        drop.ino,
-        dwant.size,
-        dwant.mtime_ns,
-        -1 if dwant.ctime_ns is None else dwant.ctime_ns,
-        keep.size,
-        comparer.a,
-        comparer.b,
-    )
+    try:
+        out = _fsc.recheck(
+            keep.path,
+            keep.dev,
+            keep.ino,
+            kwant.size,
+            kwant.mtime_ns,
+            -1 if kwant.ctime_ns is None else kwant.ctime_ns,
+            drop.path,
+            drop.dev,
+            drop.ino,
+            dwant.size,
+            dwant.mtime_ns,
+            -1 if dwant.ctime_ns is None else dwant.ctime_ns,
+            keep.size,
+            comparer.a,
+            comparer.b,
+        )
+    except (ValueError, OverflowError):  # a name or a figure no file has (a crafted report):
+        return _recheck_python(keep, kwant, drop, dwant, comparer)  # the Python one says so
+    status, which, err, kfd, kst, dfd, dst, nread = out
     comparer.bytes_read += nread
     if status == 0:
         return kfd, _stat(kst), dfd, _stat(dst)
