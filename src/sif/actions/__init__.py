@@ -27,7 +27,7 @@ _EXPORTS = {
     "Report": "sif.actions.report",
     "read_report": "sif.actions.report",
     "RunResult": "sif.actions.run",
-    "probe_reflink": "sif.actions.run",
+    "probe_reflink": "sif.actions.probe",
     "resume_journal": "sif.actions.resume",
     "run_plan": "sif.actions.run",
     "UndoResult": "sif.actions.undo",
@@ -57,9 +57,10 @@ __all__ = [
 if TYPE_CHECKING:
     from sif.actions.journal import journal_dir
     from sif.actions.plan import ACTIONS, KEEP_RULES, FileRef, KeepPolicy, Plan, Step, plan_actions
+    from sif.actions.probe import probe_reflink
     from sif.actions.report import Report, read_report
     from sif.actions.resume import resume_journal
-    from sif.actions.run import RunResult, probe_reflink, run_plan
+    from sif.actions.run import RunResult, run_plan
     from sif.actions.undo import UndoResult, undo_journal
 
 

@@ -136,6 +136,45 @@ class Lanes:
         self._threads = []
 
 
+class Ahead:
+    """One call run in a thread of its own while the caller goes on: :meth:`join` waits
+    for it and returns its result (raising what it raised); :attr:`stop` asks it to end
+    early (it looks between steps), :meth:`abandon` sets it and waits."""
+
+    def __init__(self, func: Callable[[Ahead], Any]) -> None:
+        self.stop = False
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(func,), name="sif-ahead")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _run(self, func: Callable[[Ahead], Any]) -> None:
+        try:
+            self._result = func(self)
+        except BaseException as exc:
+            self._error = exc
+
+    def join(self) -> Any:
+        """Wait for the call (through a Ctrl-C: the thread is stopped first); its result."""
+        try:
+            self._thread.join()
+        except BaseException:
+            self.abandon()
+            raise
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def abandon(self) -> Any:
+        """Stop the call and wait for it; its result (whatever it made), errors dropped."""
+        self.stop = True
+        while self._thread.is_alive():
+            with contextlib.suppress(BaseException):  # a second Ctrl-C: wait all the same
+                self._thread.join()
+        return self._result
+
+
 def close_all(fds: list[int]) -> None:
     """Close every descriptor of ``fds`` (read-only ones: an error loses nothing): in one
     call without the GIL where ``sif.actions._fsc`` is built (each ``os.close`` takes the

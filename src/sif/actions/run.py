@@ -8,7 +8,7 @@ For every step, in order:
    with a warning naming the file and the cause;
 2. **journal**: a ``begin`` record naming the temporary name the step will
    use, fsynced before the step acts (steps go in batches of up to
-   :data:`BATCH`: each is re-checked, their records fsynced at once, then
+   :data:`sif.actions.batches.BATCH`: each is re-checked, their records fsynced at once, then
    each runs);
 3. **act**, so that a kill at any moment leaves the old file or the new one,
    never neither:
@@ -56,11 +56,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sif.actions import fsops
+from sif.actions.batches import batch_size, batches
 from sif.actions.journal import Journal, begin_line, done_line, now
-from sif.actions.lanes import Closer, Failed, Lanes, attempt, default_threads
+from sif.actions.lanes import Ahead, Closer, Failed, Lanes, attempt, default_threads
 from sif.actions.plan import FileRef, Plan, Step
 from sif.actions.verify import Changed, Comparer, Expected, check_stat, recheck_pair
-from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
+from sif.events import ScanWarning, WarningSink, ignore_warning
 
 if TYPE_CHECKING:
     from sif.actions.trash import TrashCan
@@ -85,26 +86,6 @@ class RunResult:
 
 def _figures(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-BATCH = 1024
-"""Steps re-checked, then journaled with one fsync, then run: fsyncs are what a run waits on
-(11.6 k files, 6.5 k steps, on a loaded disk: 0.3-0.45 s of fsyncs in batches of 128,
-0.05-0.15 s in batches of 1024)."""
-
-
-def batch_size() -> int:
-    """:data:`BATCH`, or fewer where the descriptor limit is low: a step holds two
-    descriptors, and the dropped files' wait for :class:`Closer` (two batches behind)."""
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (ImportError, OSError, ValueError):
-        return BATCH
-    if soft == resource.RLIM_INFINITY:
-        return BATCH
-    return max(1, min(BATCH, (soft - 64) // (2 + 2 * Closer.BEHIND)))
 
 
 class _Ready:
@@ -149,6 +130,13 @@ class _Ready:
             self.dfd = -1
 
 
+def _close_checked(checked: list[Any] | None) -> None:
+    """Close the files of every re-checked step of ``checked`` (never run)."""
+    for out in checked or ():
+        if isinstance(out, _Ready):
+            out.close()
+
+
 _SHARED = "shared"
 """A reflink step's re-check found the extents shared already: a no-op."""
 _ERRORS = (Changed, OSError)
@@ -182,6 +170,10 @@ class Runner:
         self.expected: dict[tuple[int, int], Expected] = {}
         self.lanes = Lanes(default_threads() if threads is None else threads)
         self.comparers = [Comparer() for _ in range(self.lanes.size)]
+        self.comparer = Comparer()
+        """The re-checks of the next batch, in :class:`Ahead`'s thread."""
+        self.ahead = True
+        """Re-check the next batch while one runs (where they touch no inode in common)."""
         self.cans: dict[int, TrashCan] = {}
         self.result = RunResult(journal.path if journal else None)
         self.batch = batch_size()
@@ -206,27 +198,70 @@ class Runner:
         self.on_warning(w)
 
     def run_all(self, steps: Iterable[Step]) -> None:
-        """Run ``steps`` in order, in batches (see the class)."""
-        batch: list[Step] = []
-        drops: set[tuple[int, int]] = set()
-        keeps: set[tuple[int, int]] = set()
+        """Run ``steps`` in order, in batches (see the class): while one batch runs, the
+        next one is re-checked in a thread of its own when the two touch no inode in
+        common (its re-check then cannot depend on what this batch leaves)."""
+        todo = batches(steps, self.batch, self._noop)
         try:
-            for step in steps:
-                if step.noop is not None:
-                    self.result.noops += 1
-                    continue
-                d, k = step.drop.key, step.keep.key
-                if len(batch) >= self.batch or d in drops or d in keeps or k in drops:
-                    self._run_batch(batch)
-                    batch, drops, keeps = [], set(), set()
-                batch.append(step)
-                drops.add(d)
-                keeps.add(k)
-            self._run_batch(batch)
+            cur = next(todo, None)
+            checked: list[Any] | None = None
+            while cur is not None:
+                nxt = next(todo, None)
+                if checked is None:
+                    checked = self._recheck_here(cur[0])
+                ahead = None
+                if self.ahead and nxt is not None and not (cur[1] & nxt[1]):
+                    ahead = Ahead(functools.partial(self._recheck_ahead, nxt[0]))
+                try:
+                    self._run_checked(cur[0], checked)
+                except BaseException:
+                    if ahead is not None:
+                        _close_checked(ahead.abandon())
+                    raise
+                checked = None if ahead is None else self._joined(ahead)
+                cur = nxt
             self._journal_batch([], sync=False)  # the last done records: the end record syncs
         finally:
             self.lanes.shutdown()
             self.closer.shutdown()
+            self.result.bytes_read = sum(c.bytes_read for c in (*self.comparers, self.comparer))
+
+    def _noop(self) -> None:
+        self.result.noops += 1
+
+    def _recheck_here(self, steps: list[Step]) -> list[Any]:
+        """The re-checks of ``steps``, in this thread's lanes (every file closed on an error)."""
+        checked: list[Any] = [None] * len(steps)
+        try:
+            self._recheck_all(steps, checked)
+        except BaseException:
+            _close_checked(checked)
+            raise
+        return checked
+
+    def _recheck_ahead(self, steps: list[Step], ahead: Ahead) -> list[Any]:
+        """The re-checks of ``steps`` in :class:`Ahead`'s thread (``None`` for those a stop
+        left undone)."""
+        checked: list[Any] = [None] * len(steps)
+        try:
+            for i, step in enumerate(steps):
+                if ahead.stop:
+                    break
+                checked[i] = attempt(_ERRORS, self._recheck, step, self.comparer)
+        except BaseException:  # not a step's own error: nothing of this batch runs
+            _close_checked(checked)
+            raise
+        return checked
+
+    @staticmethod
+    def _joined(ahead: Ahead) -> list[Any]:
+        """:class:`Ahead`'s re-checks, once done; every file closed if it failed."""
+        try:
+            checked: list[Any] = ahead.join()
+        except BaseException:
+            _close_checked(ahead.abandon())
+            raise
+        return checked
 
     def run(self, step: Step) -> None:
         """Run one step on its own."""
@@ -242,14 +277,10 @@ class Runner:
         self._done = []
         self.journal.write(b"".join(lines), sync=sync)
 
-    def _run_batch(self, steps: list[Step]) -> None:
-        """Re-check ``steps`` (in lanes), journal them, run them (in lanes), settle them."""
-        if not steps:
-            return
-        checked: list[Any] = [None] * len(steps)
+    def _run_checked(self, steps: list[Step], checked: list[Any]) -> None:
+        """Journal ``steps`` (re-checked: ``checked``), run them (in lanes), settle them."""
         later: list[int] = []
         try:
-            self._recheck_all(steps, checked)
             ready: list[_Ready] = []
             for step, out in zip(steps, checked, strict=True):  # in plan order
                 if out is _SHARED:
@@ -270,7 +301,6 @@ class Runner:
                 if isinstance(out, _Ready):
                     out.close(later)
             self.closer.close_all(later)
-            self.result.bytes_read = sum(c.bytes_read for c in self.comparers)
 
     def _recheck_all(self, steps: list[Step], checked: list[Any]) -> None:
         """Fill ``checked`` with each step's re-check: a :class:`_Ready`, :data:`_SHARED`
@@ -487,44 +517,6 @@ class Runner:
         if (st.st_dev, st.st_ino) != drop.key:
             fsops.rename_noreplace(dest, drop.path)
             raise Changed(drop.path, "replaced by another file during the step")
-
-
-def probe_reflink(plan: Plan) -> list[str]:
-    """Probe each target directory once (``FIDEDUPERANGE`` of 0 bytes); drop its steps if it cannot.
-
-    Returns one message per directory whose file system cannot share extents.
-    """
-    from sif.fileio import open_regular
-
-    verdict: dict[str, str | None] = {}
-    for s in plan.active:
-        d = os.path.dirname(s.drop.path)
-        if d in verdict:
-            continue
-        try:
-            fd, _ = open_regular(s.drop.path, follow_symlinks=False)
-        except OSError:
-            continue  # the step's own re-check names it
-        try:
-            fsops.probe_dedupe(fd)
-            verdict[d] = None
-        except OSError as exc:
-            if exc.errno in fsops.NO_REFLINK_ERRNOS:
-                verdict[d] = exc.strerror or str(exc)
-        finally:
-            os.close(fd)
-    messages = []
-    for d, why in verdict.items():
-        if why is not None:
-            n = sum(1 for s in plan.active if os.path.dirname(s.drop.path) == d)
-            messages.append(
-                f"{display_path(d)}: this file system cannot share extents "
-                f"(FIDEDUPERANGE: {why}): {n} file(s) left as they are"
-            )
-    bad = {d for d, why in verdict.items() if why is not None}
-    plan.steps = [s for s in plan.steps if os.path.dirname(s.drop.path) not in bad]
-    plan.refused.extend(messages)
-    return messages
 
 
 def _header(plan: Plan) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def plan_options(func: F) -> F:
 
 def _act(action: str, opts: dict[str, Any], to: str | None = None, absolute: bool = False) -> None:
     from sif.actions import KeepPolicy, plan_actions, read_report, run_plan
-    from sif.actions.run import probe_reflink
+    from sif.actions.probe import probe_reflink
 
     quiet = opts["quiet"]
     warnings = WarningCounter(quiet)
