@@ -2,8 +2,9 @@
 
 Journal lines written by hand against ``json_line``; the json report writer
 against ``write_dupes``; the bulk-checked report reader against the checked
-one; and the re-check's compare, which reads exactly the size in one
-``pread`` (or in blocks).
+one; the re-check's compare, which reads exactly the size in one
+``pread`` (or in blocks); and temporary names drawn from a pool of random
+bytes (each once, a forked child never given its parent's).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sif.actions import fsops
 from sif.actions.journal import begin_line, done_line, step_line
 from sif.actions.plan import FileRef, Step
 from sif.actions.report import _group_checked, _group_fast, write_report
@@ -212,3 +214,28 @@ def test_hostname_is_socket_gethostname() -> None:
     from sif.actions.report import hostname
 
     assert hostname() == socket.gethostname()
+
+
+def test_temp_names_are_random_distinct_and_not_shared_with_a_forked_child(
+    tmp_path: Path,
+) -> None:
+    import re
+
+    names = [fsops.temp_name(str(tmp_path)) for _ in range(3 * fsops._Random.DRAW + 5)]
+    assert len(set(names)) == len(names)  # across three refills of the pool
+    pattern = re.compile(re.escape(str(tmp_path)) + r"/\.sif-[0-9a-f]{16}\.tmp")
+    assert all(pattern.fullmatch(n) for n in names)
+    assert len({n[-12] for n in names}) == 16  # every hex digit appears
+    fsops.temp_name(str(tmp_path))  # the pool is not empty now
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(r)
+        os.write(w, "\n".join(fsops.temp_name("") for _ in range(50)).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        child = set(f.read().split("\n"))
+    os.waitpid(pid, 0)
+    parent = {fsops.temp_name("") for _ in range(50)}
+    assert len(child) == 50 and not child & parent

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import os
 import struct
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +51,37 @@ NO_REFLINK_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errn
 """Errors that mean "this file system cannot share extents" (not a per-file problem)."""
 
 
+class _Random:
+    """64-bit random names from the kernel's generator, drawn 1,024 at a time: one
+    ``getrandom`` a step cost ~9 us of a ~90 us link step. Thread-safe; a forked child
+    draws its own (it never reuses a name its parent may use)."""
+
+    DRAW = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._left: list[str] = []
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._left = []
+
+    def token(self) -> str:
+        with self._lock:
+            if not self._left:
+                raw = os.urandom(8 * self.DRAW).hex()
+                self._left = [raw[i : i + 16] for i in range(0, len(raw), 16)]
+            return self._left.pop()
+
+
+_RANDOM = _Random()
+
+
 def temp_name(directory: str) -> str:
-    """An unpredictable name in ``directory`` (``.sif-<64 random bits>.tmp``)."""
-    return os.path.join(directory, f".sif-{os.urandom(8).hex()}.tmp")  # secrets.token_hex(8)
+    """An unpredictable name in ``directory`` (``.sif-<64 random bits>.tmp``), each
+    drawn once."""
+    return os.path.join(directory, f".sif-{_RANDOM.token()}.tmp")
 
 
 def make_temp(directory: str, create: Callable[[str], None], tries: int = 8) -> str:
