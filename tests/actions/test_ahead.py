@@ -171,3 +171,30 @@ def test_a_ctrl_c_while_the_next_batch_is_rechecked_closes_all_and_resume_finish
     assert contents(root) == before
     for i in range(PAIRS):
         assert os.lstat(root / "a" / f"f{i:02}").st_ino == os.lstat(root / "b" / f"f{i:02}").st_ino
+
+
+def test_a_ctrl_c_while_the_plan_gives_the_next_batch_closes_the_files_rechecked_ahead(
+    tmp_path: Path,
+) -> None:
+    open_before = set(os.listdir("/proc/self/fd"))
+    root, journal, plan, j, runner = start(tmp_path)
+    before = contents(root)
+
+    def steps() -> Any:  # a lazy plan, as resume's: the Ctrl-C comes as it gives step 9
+        for n, step in enumerate(plan.steps):
+            if n == 9:  # batch 2 (steps 2-5) re-checked ahead, batch 3 being cut
+                raise KeyboardInterrupt
+            yield step
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_all(steps())
+    j.close()
+    assert {runner.where[s.index] for s in plan.steps[2:6]} == {"sif-ahead"}
+    assert runner.result.done == 2
+    assert not any(t.name == "sif-ahead" for t in threading.enumerate())
+    assert set(os.listdir("/proc/self/fd")) <= open_before
+    assert contents(root) == before
+    r = sif("resume", str(journal))
+    assert r.returncode == 0, r.stderr
+    for i in range(PAIRS):
+        assert os.lstat(root / "a" / f"f{i:02}").st_ino == os.lstat(root / "b" / f"f{i:02}").st_ino

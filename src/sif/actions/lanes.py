@@ -137,9 +137,11 @@ class Lanes:
 
 
 class Ahead:
-    """One call run in a thread of its own while the caller goes on: :meth:`join` waits
-    for it and returns its result (raising what it raised); :attr:`stop` asks it to end
-    early (it looks between steps), :meth:`abandon` sets it and waits."""
+    """One call run in a thread of its own (from :meth:`start`) while the caller goes on:
+    :meth:`join` waits for it and returns its result (raising what it raised); :attr:`stop`
+    asks it to end early (it looks between steps), :meth:`abandon` sets it and waits.
+    Started apart from its making: a Ctrl-C in ``start`` leaves the caller an
+    :class:`Ahead` to abandon."""
 
     def __init__(self, func: Callable[[Ahead], Any]) -> None:
         self.stop = False
@@ -147,6 +149,8 @@ class Ahead:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(func,), name="sif-ahead")
         self._thread.daemon = True
+
+    def start(self) -> None:
         self._thread.start()
 
     def _run(self, func: Callable[[Ahead], Any]) -> None:

@@ -202,25 +202,29 @@ class Runner:
         next one is re-checked in a thread of its own when the two touch no inode in
         common (its re-check then cannot depend on what this batch leaves)."""
         todo = batches(steps, self.batch, self._noop)
+        checked: list[Any] | None = None  # the current batch's re-checks, until it has run
+        ahead: Ahead | None = None  # the next batch's, until they are in ``checked``
         try:
             cur = next(todo, None)
-            checked: list[Any] | None = None
             while cur is not None:
-                nxt = next(todo, None)
+                nxt = next(todo, None)  # a lazy plan: a Ctrl-C may come here too
                 if checked is None:
                     checked = self._recheck_here(cur[0])
-                ahead = None
                 if self.ahead and nxt is not None and not (cur[1] & nxt[1]):
                     ahead = Ahead(functools.partial(self._recheck_ahead, nxt[0]))
-                try:
-                    self._run_checked(cur[0], checked)
-                except BaseException:
-                    if ahead is not None:
-                        _close_checked(ahead.abandon())
-                    raise
-                checked = None if ahead is None else self._joined(ahead)
+                    ahead.start()
+                self._run_checked(cur[0], checked)
+                checked = None
+                if ahead is not None:
+                    checked = self._joined(ahead)
+                    ahead = None
                 cur = nxt
             self._journal_batch([], sync=False)  # the last done records: the end record syncs
+        except BaseException:  # every file still open is closed (closing twice is a no-op)
+            if ahead is not None:
+                _close_checked(ahead.abandon())
+            _close_checked(checked)
+            raise
         finally:
             self.lanes.shutdown()
             self.closer.shutdown()
