@@ -63,6 +63,25 @@ def sif(
     )
 
 
+def open_fds() -> set[str]:
+    """This process's open descriptors."""
+    return set(os.listdir("/proc/self/fd"))
+
+
+def assert_stopped_cleanly(root: Path, before: dict[str, bytes], fds_before: set[str]) -> None:
+    """After a Ctrl-C: no descriptor left open, no temporary name, every file's bytes."""
+    assert open_fds() <= fds_before
+    assert [p for p in map(str, root.rglob("*")) if ".sif-" in p] == []
+    assert contents(root) == before
+
+
+def assert_resume_finishes(journal: Path, root: Path, before: dict[str, bytes]) -> None:
+    """``sif resume JOURNAL`` succeeds and every file still reads as ``before``."""
+    r = sif("resume", str(journal))
+    assert r.returncode == 0, r.stderr
+    assert contents(root) == before
+
+
 def tool(name: str) -> str:
     """A system tool, found on PATH or in the sbin directories (CI's PATH may lack them)."""
     found = shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")

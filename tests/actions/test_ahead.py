@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from actionutil import contents, report_of, sif
+from actionutil import (
+    assert_resume_finishes,
+    assert_stopped_cleanly,
+    contents,
+    open_fds,
+    report_of,
+)
 from sif.actions import batches, plan_actions
 from sif.actions.journal import Journal, now, read_journal
 from sif.actions.plan import Step
@@ -140,7 +146,7 @@ def test_batches_sharing_an_inode_are_not_overlapped(tmp_path: Path) -> None:
 def test_a_ctrl_c_while_the_next_batch_is_rechecked_closes_all_and_resume_finishes(
     tmp_path: Path,
 ) -> None:
-    open_before = set(os.listdir("/proc/self/fd"))
+    open_before = open_fds()
     root, journal, plan, j, runner = start(tmp_path)
     rechecked_ahead = threading.Event()
     acts = []
@@ -163,12 +169,8 @@ def test_a_ctrl_c_while_the_next_batch_is_rechecked_closes_all_and_resume_finish
     j.close()
     assert runner.result.done == 2  # the first batch settled; the second interrupted
     assert not any(t.name == "sif-ahead" for t in threading.enumerate())
-    assert set(os.listdir("/proc/self/fd")) <= open_before
-    assert [p for p in map(str, root.rglob("*")) if ".sif-" in p] == []
-    assert contents(root) == before
-    r = sif("resume", str(journal))
-    assert r.returncode == 0, r.stderr
-    assert contents(root) == before
+    assert_stopped_cleanly(root, before, open_before)
+    assert_resume_finishes(journal, root, before)
     for i in range(PAIRS):
         assert os.lstat(root / "a" / f"f{i:02}").st_ino == os.lstat(root / "b" / f"f{i:02}").st_ino
 
@@ -176,7 +178,7 @@ def test_a_ctrl_c_while_the_next_batch_is_rechecked_closes_all_and_resume_finish
 def test_a_ctrl_c_while_the_plan_gives_the_next_batch_closes_the_files_rechecked_ahead(
     tmp_path: Path,
 ) -> None:
-    open_before = set(os.listdir("/proc/self/fd"))
+    open_before = open_fds()
     root, journal, plan, j, runner = start(tmp_path)
     before = contents(root)
 
@@ -192,9 +194,7 @@ def test_a_ctrl_c_while_the_plan_gives_the_next_batch_closes_the_files_rechecked
     assert {runner.where[s.index] for s in plan.steps[2:6]} == {"sif-ahead"}
     assert runner.result.done == 2
     assert not any(t.name == "sif-ahead" for t in threading.enumerate())
-    assert set(os.listdir("/proc/self/fd")) <= open_before
-    assert contents(root) == before
-    r = sif("resume", str(journal))
-    assert r.returncode == 0, r.stderr
+    assert_stopped_cleanly(root, before, open_before)
+    assert_resume_finishes(journal, root, before)
     for i in range(PAIRS):
         assert os.lstat(root / "a" / f"f{i:02}").st_ino == os.lstat(root / "b" / f"f{i:02}").st_ino

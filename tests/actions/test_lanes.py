@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from actionutil import contents, report_of, sif
+from actionutil import (
+    assert_resume_finishes,
+    assert_stopped_cleanly,
+    contents,
+    open_fds,
+    report_of,
+    sif,
+)
 from sif.actions import plan_actions
 from sif.actions.journal import Journal, now, read_journal
 from sif.actions.lanes import Lanes
@@ -137,7 +144,7 @@ def test_two_lanes_skip_a_file_changed_after_the_report_and_journal_every_step(
 def test_a_ctrl_c_in_a_batch_stops_both_lanes_and_resume_finishes(
     tmp_path: Path, where: str
 ) -> None:
-    open_before = set(os.listdir("/proc/self/fd"))
+    open_before = open_fds()
     if where == "act":
         root, journal, plan, j, runner = start(tmp_path, interrupt_at=9)
     else:
@@ -148,12 +155,8 @@ def test_a_ctrl_c_in_a_batch_stops_both_lanes_and_resume_finishes(
         runner.run_all(plan.steps)
     j.close()
     assert 0 < runner.result.done < len(plan.active)
-    assert set(os.listdir("/proc/self/fd")) <= open_before
-    assert [p for p in map(str, root.rglob("*")) if ".sif-" in p] == []
-    assert contents(root) == before
-    r = sif("resume", str(journal))
-    assert r.returncode == 0, r.stderr
-    assert contents(root) == before
+    assert_stopped_cleanly(root, before, open_before)
+    assert_resume_finishes(journal, root, before)
     for i in range(GROUPS):
         assert len({os.lstat(root / side / f"f{i}").st_ino for side in ("a", "b", "c")}) == 1
 

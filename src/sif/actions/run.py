@@ -216,7 +216,7 @@ class Runner:
                 self._run_checked(cur[0], checked)
                 checked = None
                 if ahead is not None:
-                    checked = self._joined(ahead)
+                    checked = ahead.join()  # on any error, closed below
                     ahead = None
                 cur = nxt
             self._journal_batch([], sync=False)  # the last done records: the end record syncs
@@ -254,16 +254,6 @@ class Runner:
                 checked[i] = attempt(_ERRORS, self._recheck, step, self.comparer)
         except BaseException:  # not a step's own error: nothing of this batch runs
             _close_checked(checked)
-            raise
-        return checked
-
-    @staticmethod
-    def _joined(ahead: Ahead) -> list[Any]:
-        """:class:`Ahead`'s re-checks, once done; every file closed if it failed."""
-        try:
-            checked: list[Any] = ahead.join()
-        except BaseException:
-            _close_checked(ahead.abandon())
             raise
         return checked
 
