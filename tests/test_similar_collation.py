@@ -165,6 +165,16 @@ def test_the_weak_hash_does_force_collisions() -> None:
     assert run_sql(WEAK_1, rows, 5) == want == run_sql(COLLATE_SQL, rows, 5)
 
 
+_CONNECTION: list[duckdb.DuckDBPyConnection] = []
+
+
+def _shared_connection() -> duckdb.DuckDBPyConnection:
+    """One in-memory DuckDB for every example (a connection each was most of the test's time)."""
+    if not _CONNECTION:
+        _CONNECTION.append(duckdb.connect())
+    return _CONNECTION[0]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
@@ -180,7 +190,8 @@ def test_the_numpy_stop_count_equals_the_sql(rows: list[tuple[int, int]], max_df
     values = np.array([v for v, _ in rows], dtype=np.uint32)
     ids = np.array([f for _, f in rows], dtype=np.uint32)
     groups = (ids % 2).astype(np.uint8)
-    con = duckdb.connect()
+    con = _shared_connection()
     con.register("fp", {"fp": values, "file_id": ids, "grp": groups})
     want = con.execute(STOPPED_SQL, {"max_df": max_df}).fetchall()[0][0]
+    con.unregister("fp")
     assert stop_count(values, ids, groups, max_df) == want

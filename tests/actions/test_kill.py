@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from actionutil import sif, tmpfs
+from actionutil import report_of, sif, tmpfs
 
 GROUPS = 2000
 
@@ -83,8 +83,7 @@ def test_kill_link_and_move_at_random_moments() -> None:
             root = base / "t"
             files = make_tree(root, round_)
             report = base / "report.json"
-            r = sif("dupes", "--format", "json", "-q", str(root / "a"), str(root / "b"))
-            report.write_text(r.stdout)
+            report_of(root / "a", root / "b", path=report)  # sif dupes --format json, here
             journal = base / f"journal-{round_}.jsonl"
             dest = base / "moved"
             args = ["remove", "--to", str(dest)] if moving else ["link"]

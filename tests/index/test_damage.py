@@ -255,8 +255,8 @@ def test_flipped_bytes_of_the_catalog_are_named_never_a_traceback(
     root, idx, catalog = damaged_copy(pristine, tmp_path, lambda idx: idx / "catalog.duckdb")
     clean = catalog.read_bytes()
     named = 0
-    for i in range(32):
-        offset = len(clean) * i // 32 + 7 * i
+    for i in range(16):
+        offset = len(clean) * i // 16 + 7 * i
         data = bytearray(clean)
         data[offset] ^= 0x40
         catalog.write_bytes(bytes(data))
@@ -274,7 +274,7 @@ def test_flipped_bytes_of_the_catalog_are_named_never_a_traceback(
         for name in os.listdir(idx):  # what a run on the damaged catalog may have left
             if name.startswith("catalog.duckdb."):
                 os.unlink(idx / name)
-    assert named >= 16  # most flips land in blocks that are read
+    assert named >= 8  # most flips land in blocks that are read
     assert_recovered(root, idx)
 
 
