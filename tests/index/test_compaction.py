@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sif.index import build_index, compaction, open_reader
+from sif.index import build, build_index, compaction, open_reader
 from sif.index.segments import BUCKET_MIN_ROWS, PATH_BLOCK, make_files, write_segment
 from sif.query import query_files
 from treeutil import write
@@ -103,7 +103,7 @@ def _tree_and_index(root: Path) -> tuple[Path, list[Path]]:
         write(p, rng.integers(97, 123, 1500 + 40 * i, dtype=np.uint8).tobytes())
         paths.append(p)
     index = root / "idx"
-    # A checkpoint every few files: more than MAX_SEGMENTS segments, so compaction runs.
+    # A checkpoint every batch; the second run drops a third of the rows: all merged.
     build_index([root / "t"], index, jobs=1, checkpoint_bytes=20_000)
     for i, p in enumerate(paths):
         if i % 5 == 0:
@@ -174,3 +174,63 @@ def test_tiny_checkpoints_give_the_same_index(
     assert len(os.listdir(tmp_path / "parts" / "segments")) == 1
     assert _segment_content(tmp_path / "whole") == _segment_content(tmp_path / "parts")
     assert sorted(whole.read_paths) == sorted(parts.read_paths)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.integers(0, 10**6), min_size=2, max_size=30))
+def test_the_smallest_segments_are_merged_and_cost_less_than_any_left_alone(
+    rows: list[int],
+) -> None:
+    sizes = list(enumerate(rows, start=5))
+    chosen = compaction.to_merge(sizes)
+    assert len(chosen) >= 2 and len(set(chosen)) == len(chosen)
+    assert set(chosen) <= {i for i, _ in sizes}
+    merged = sum(r for i, r in sizes if i in chosen)
+    left = [r for i, r in sizes if i not in chosen]
+    assert all(r > merged for r in left)  # a merge costs less than any segment left alone
+    assert max(r for i, r in sizes if i in chosen) <= min(left, default=10**7)
+
+
+def _segments(index: Path) -> dict[str, bytes]:
+    return {
+        n: (index / "segments" / n / "fp.npy").read_bytes() for n in os.listdir(index / "segments")
+    }
+
+
+def _answers(index: Path, files: list[Path]) -> list[list[tuple[str, float]]]:
+    reader = open_reader(index)
+    try:
+        return [
+            sorted((m.path, m.score) for m in r.matches)
+            for r in query_files(files, reader, threshold=5)
+        ]
+    finally:
+        reader.close()
+
+
+def test_an_incremental_run_merges_its_own_rows_not_the_whole_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build, "BATCH_FILES", 8)  # a commit every 8 files: many segments
+    rng = np.random.default_rng(11)
+    paths = []
+    for i in range(120):
+        p = tmp_path / "t" / f"d{i % 6}" / f"f{i:03d}.txt"
+        write(p, rng.integers(97, 123, 1500 + 40 * i, dtype=np.uint8).tobytes())
+        paths.append(p)
+    index = tmp_path / "idx"
+    # A checkpoint every batch: the first run writes 15 segments and merges them.
+    build_index([tmp_path / "t"], index, jobs=1, checkpoint_bytes=20_000)
+    first = _segments(index)
+    assert list(first) == ["seg-000016"]
+    for run in range(1, 12):  # each run changes two files: one small segment a run
+        for p in (paths[run], paths[60 + run]):
+            write(p, p.read_bytes()[::-1] + b"%d" % run)
+        build_index([tmp_path / "t"], index, jobs=1, checkpoint_bytes=20_000)
+        now = _segments(index)
+        assert len(now) <= 8
+        assert set(first) <= set(now), run  # the first run's segment is never merged again
+    fresh = tmp_path / "fresh"
+    build_index([tmp_path / "t"], fresh, jobs=1)
+    probes = [paths[0], paths[5], paths[65], paths[119]]
+    assert _answers(index, probes) == _answers(fresh, probes)

@@ -152,4 +152,6 @@ def commit_entries(
         with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
             con.execute("ROLLBACK")
         raise
+    if added:
+        self.written.setdefault(pid, []).append(seg_id)
     self._publish()

@@ -1,4 +1,4 @@
-"""Compaction: a parameter set's segments merged into one, streamed (from ``duck.py``).
+"""Compaction: segments of a parameter set merged into one, streamed (from ``duck.py``).
 
 The merged segment is written in pieces, so that memory stays bounded
 whatever the size of the index (at 1 M files: 42 M rows, which the merge
@@ -222,11 +222,12 @@ def merged_rows(
 
 
 def file_chunks(
-    con: Any, pid: int, live: U32, chunk_files: int
+    con: Any, pid: int, live: U32, chunk_files: int, segments: list[int] | None = None
 ) -> Iterator[tuple[npt.NDArray[Any], bytes, npt.NDArray[np.int64]]]:
-    """The catalog's files of parameter set ``pid`` (ids ``live``, sorted) as segment
-    records, path bytes and offsets, ``chunk_files`` at a time (a multiple of
-    ``PATH_BLOCK``). No Python object a file but its path and digest, a chunk at a time."""
+    """The catalog's files of parameter set ``pid`` (ids ``live``, sorted; those of the
+    segments ``segments`` only, if given) as segment records, path bytes and offsets,
+    ``chunk_files`` at a time (a multiple of ``PATH_BLOCK``). No Python object a file but
+    its path and digest, a chunk at a time."""
     from sif.index.commitcols import codes
 
     kinds, views = codes()
@@ -236,8 +237,9 @@ def file_chunks(
         cols = con.execute(
             "SELECT id, kind, n_fp, n_distinct, size, dev, ino, mtime_ns, digest, path, "
             "view, octet_length(coalesce(origin, path)) AS olen FROM files "
-            "WHERE params_id = ? AND id BETWEEN ? AND ? ORDER BY id",
-            [pid, lo, hi],
+            "WHERE params_id = ? AND id BETWEEN ? AND ? "
+            "AND (?::INTEGER[] IS NULL OR list_contains(?::INTEGER[], segment)) ORDER BY id",
+            [pid, lo, hi, segments, segments],
         ).fetchnumpy()
         n = len(cols["id"])
         rec = np.zeros(n, dtype=FILE_DTYPE)
@@ -253,28 +255,33 @@ def file_chunks(
         yield rec, b"".join(paths), offsets
 
 
-def compact(store: DuckStore, pid: int) -> None:
-    """Merge every segment of parameter set ``pid`` into one, without dead rows.
+def compact(store: DuckStore, pid: int, segments: list[int] | None = None) -> int:
+    """Merge the segments ``segments`` (ids; default: every one) of parameter set ``pid``
+    into one, without dead rows; returns the new segment's id.
 
     Memory is bounded by :data:`COMPACT_ROWS` rows and :data:`COMPACT_FILES`
-    files at a time, whatever the index's size. Cost: one read of every row and
-    of the catalog's files, a sort a range of rows.
+    files at a time, whatever the index's size. Cost: one read of every row of
+    those segments and of their files in the catalog, a sort a range of rows.
     """
     from sif.index.duck import _open_segment as open_segment
 
     self = store
     con = self._con
+    # Every segment of the set when ``segments`` is None (SQL NULL): the same statements.
+    chosen = "params_id = ? AND (?::INTEGER[] IS NULL OR list_contains(?::INTEGER[], {}))"
+    of_segments, of_files = chosen.format("id"), chosen.format("segment")
+    args = [pid, segments, segments]
     old = con.execute(
-        "SELECT name, rows FROM segments WHERE params_id = ? ORDER BY id", [pid]
+        f"SELECT name, rows FROM segments WHERE {of_segments} ORDER BY id", args
     ).fetchall()
-    live = con.execute("SELECT id FROM files WHERE params_id = ? ORDER BY id", [pid]).fetchnumpy()[
+    live = con.execute(f"SELECT id FROM files WHERE {of_files} ORDER BY id", args).fetchnumpy()[
         "id"
     ]
     live = np.asarray(live, dtype=np.uint32)
     n_rows = int(
-        con.execute(
-            "SELECT coalesce(sum(n_fp), 0) FROM files WHERE params_id = ?", [pid]
-        ).fetchone()[0]  # type: ignore[index]
+        con.execute(f"SELECT coalesce(sum(n_fp), 0) FROM files WHERE {of_files}", args).fetchone()[
+            0
+        ]  # type: ignore[index]
     )
     segdir = os.path.join(self.root, "segments")
     openers = [functools.partial(open_segment, os.path.join(segdir, n)) for n, _ in old]
@@ -283,17 +290,17 @@ def compact(store: DuckStore, pid: int) -> None:
     directory = os.path.join(segdir, name)
     stored = sum(int(r) for _, r in old)
     rows = merged_rows(openers, live, stored, COMPACT_ROWS)
-    files = file_chunks(con, pid, live, COMPACT_FILES)
+    files = file_chunks(con, pid, live, COMPACT_FILES, segments)
     write_streamed(directory, len(live), n_rows, rows, files)
     checks = json.dumps(checksum_files(directory))
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(
-            "DELETE FROM dead WHERE segment IN (SELECT id FROM segments WHERE params_id = ?)",
-            [pid],
+            f"DELETE FROM dead WHERE segment IN (SELECT id FROM segments WHERE {of_segments})",
+            args,
         )
-        con.execute("DELETE FROM segments WHERE params_id = ?", [pid])
-        con.execute("UPDATE files SET segment = ? WHERE params_id = ?", [seg_id, pid])
+        con.execute(f"DELETE FROM segments WHERE {of_segments}", args)
+        con.execute(f"UPDATE files SET segment = ? WHERE {of_files}", [seg_id, *args])
         con.execute(
             "INSERT INTO segments (id, params_id, name, files, rows, checks) "
             "VALUES (?, ?, ?, ?, ?, ?)",
@@ -307,3 +314,18 @@ def compact(store: DuckStore, pid: int) -> None:
             con.execute("ROLLBACK")
         raise
     self._publish()
+    return seg_id
+
+
+def to_merge(sizes: Sequence[tuple[int, int]]) -> list[int]:
+    """Which of the segments ``sizes`` ((id, rows) each, two or more) to merge when a set
+    has too many: the smallest ones (the largest set aside while it holds more rows than
+    all the smaller ones together, two at least kept), so that a merge costs less than
+    any segment it leaves alone and a row is merged again only when its segment has at
+    least doubled (the cost of keeping the count bounded grows as n log n, not n²)."""
+    tail = sorted(sizes, key=lambda s: (-s[1], s[0]))  # the largest first
+    rest = sum(rows for _, rows in tail)
+    while len(tail) > 2 and tail[0][1] > rest - tail[0][1]:
+        rest -= tail[0][1]
+        tail = tail[1:]
+    return sorted(i for i, _ in tail)

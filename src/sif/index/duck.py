@@ -111,9 +111,9 @@ UNKNOWN_CTIME = -(1 << 63)
 CATALOG_MEMORY = "32MB"
 #: Catalog ids read at a time by :meth:`DuckStore.known_columns`.
 KNOWN_CHUNK = 1 << 16
-#: Compact a parameter set once it has more segments than this...
+#: Merge a parameter set's smallest segments once it has more than this...
 MAX_SEGMENTS = 8
-#: ... or once this share of its rows belongs to dropped files.
+#: ... and all of them once this share of its rows belongs to dropped files.
 MAX_DEAD_SHARE = 0.25
 
 
@@ -213,6 +213,8 @@ class DuckStore:
     ) -> None:
         self.root = self.directory = os.path.abspath(root)
         self._staging: str | None = None
+        self.written: dict[int, list[int]] = {}
+        """The segments this store's commits wrote, by parameter set (see :meth:`_tidy`)."""
         self._lock_fd = -1
         self._exclusive = not read_only
         if read_only:
@@ -564,22 +566,51 @@ class DuckStore:
         self._tidy(found)
 
     def _tidy(self, pid: int) -> None:
-        n_segments, rows = self._con.execute(
-            "SELECT count(*), coalesce(sum(rows), 0) FROM segments WHERE params_id = ?", [pid]
+        """Compaction, at the end of a run (a run's segments are never merged meanwhile):
+
+        1. a set whose rows are more than :data:`MAX_DEAD_SHARE` dead is merged whole;
+        2. else the segments this run wrote are merged into one (a run of 1 M files
+           commits dozens): the cost is the run's own, not the index's;
+        3. then, while the set has more than :data:`MAX_SEGMENTS` segments, its
+           smallest ones are merged (:func:`sif.index.compaction.to_merge`).
+
+        So an incremental run that changed 1% of the files merges about 1% of the
+        rows, not all of them (on a tree of 100 k files, whose first run left 8
+        segments, the merge of all was 1.9 of its 2.3 s).
+        """
+        written = self.written.pop(pid, [])
+        rows, dead_rows = self._con.execute(
+            "SELECT coalesce(sum(rows), 0), (SELECT coalesce(sum(d.n_fp), 0) FROM dead d "
+            "JOIN segments s ON d.segment = s.id WHERE s.params_id = ?) "
+            "FROM segments WHERE params_id = ?",
+            [pid, pid],
         ).fetchone()  # type: ignore[misc]
-        dead_rows = self._con.execute(
-            "SELECT coalesce(sum(d.n_fp), 0) FROM dead d JOIN segments s ON d.segment = s.id "
-            "WHERE s.params_id = ?",
-            [pid],
-        ).fetchone()[0]  # type: ignore[index]
-        if n_segments > MAX_SEGMENTS or (rows and dead_rows > MAX_DEAD_SHARE * rows):
+        if rows and dead_rows > MAX_DEAD_SHARE * rows:
             self.compact(pid)
+            return
+        sizes = self._segment_rows(pid)
+        if len(set(written) & set(sizes)) > 1:
+            self.compact(pid, sorted(set(written) & set(sizes)))
+            sizes = self._segment_rows(pid)
+        while len(sizes) > MAX_SEGMENTS:
+            self.compact(pid, compaction.to_merge(list(sizes.items())))
+            sizes = self._segment_rows(pid)
+
+    def _segment_rows(self, pid: int) -> dict[int, int]:
+        """The segments of parameter set ``pid``: id -> rows."""
+        return {
+            int(i): int(r)
+            for i, r in self._con.execute(
+                "SELECT id, rows FROM segments WHERE params_id = ?", [pid]
+            ).fetchall()
+        }
 
     @_writes
-    def compact(self, pid: int) -> None:
-        """Merge every segment of parameter set ``pid`` into one, without dead rows
-        (:func:`sif.index.compaction.compact`: streamed, memory bounded)."""
-        compaction.compact(self, pid)
+    def compact(self, pid: int, segments: list[int] | None = None) -> None:
+        """Merge the segments ``segments`` (ids; default: every one) of parameter set
+        ``pid`` into one, without dead rows (:func:`sif.index.compaction.compact`:
+        streamed, memory bounded)."""
+        compaction.compact(self, pid, segments)
 
     def recorded_state(self) -> tuple[Manifest, npt.NDArray[np.uint32], dict[str, str]]:
         """The state the catalog records: (manifest, dead ids, anchor file -> JSON)."""
