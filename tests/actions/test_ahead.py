@@ -4,9 +4,7 @@ Pairs of replicas in batches of four (the first of two): every batch after
 the first is re-checked in the ``sif-ahead`` thread, none before its
 ``begin`` records. A file written to after that early re-check, before its
 step, is still left alone (the step's own ``fstat`` just before the rename).
-Two batches that share an inode are never overlapped, unless it is only a kept
-copy (re-checked without its ctime, which is checked once the batch before has
-settled). A Ctrl-C while a
+Two batches that share an inode are never overlapped. A Ctrl-C while a
 batch runs and the next is re-checked stops both, leaves no descriptor open
 and no temporary name, and ``sif resume`` finishes the run.
 """
@@ -63,10 +61,10 @@ class Watcher(Runner):
         self.after_recheck: Any = None
         self.before_act: Any = None
 
-    def _recheck(self, step: Step, comparer: Comparer, loose: Any = frozenset()) -> Any:
+    def _recheck(self, step: Step, comparer: Comparer) -> Any:
         self.where[step.index] = threading.current_thread().name
         self.begun_before[step.index] = self.journaled
-        out = super()._recheck(step, comparer, loose)
+        out = super()._recheck(step, comparer)
         if self.after_recheck is not None:
             self.after_recheck(step)
         return out
@@ -129,69 +127,20 @@ def test_later_batches_are_rechecked_ahead_and_a_file_changed_after_it_is_left_a
     assert sorted(data.state(s.index) for s in data.steps) == ["done"] * (PAIRS - 1) + ["skipped"]
 
 
-def test_batches_sharing_a_kept_inode_overlap_and_others_do_not(tmp_path: Path) -> None:
+def test_batches_sharing_an_inode_are_not_overlapped(tmp_path: Path) -> None:
     root, _, plan, j, runner = start(tmp_path, triples=True)  # a kept, b and c dropped
     runner.batch = 3  # odd: a group's two steps often straddle two batches
     runner.run_all(plan.steps)
     j.record("end", at=now(), sync=True)
     j.close()
     cut = list(batches.batches(plan.steps, runner.batch, lambda: None))
-    for cur, nxt in itertools.pairwise(cut):
-        want = "MainThread" if batches.overlap(cur, nxt) is None else "sif-ahead"
-        assert {runner.where[s.index] for s in nxt.steps} == {want}
-    assert any(batches.overlap(a, b) for a, b in itertools.pairwise(cut))  # a shared kept copy
-    assert runner.result.done == 2 * PAIRS and runner.result.skipped == 0
+    for (_, cur_keys), (nxt, nxt_keys) in itertools.pairwise(cut):
+        want = "MainThread" if cur_keys & nxt_keys else "sif-ahead"
+        assert {runner.where[s.index] for s in nxt} == {want}
+    assert any(a[1] & b[1] for a, b in itertools.pairwise(cut))
+    assert runner.result.done == 2 * PAIRS
     for i in range(PAIRS):
         assert len({os.lstat(root / s / f"f{i:02}").st_ino for s in "abc"}) == 1
-
-
-def test_overlap_refuses_every_shared_inode_but_a_kept_one() -> None:
-    def batch(drops: set[tuple[int, int]], keeps: set[tuple[int, int]]) -> batches.Batch:
-        return batches.Batch([], drops, keeps)
-
-    a, b, c, d = (1, 1), (1, 2), (1, 3), (1, 4)
-    assert batches.overlap(batch({a}, {b}), batch({c}, {d})) == frozenset()
-    assert batches.overlap(batch({a}, {b}), batch({c}, {b})) == {b}
-    assert batches.overlap(batch({a}, {b}), batch({a}, {d})) is None  # one dropped twice
-    assert batches.overlap(batch({a}, {b}), batch({c}, {a})) is None  # dropped, then kept
-    assert batches.overlap(batch({a}, {b}), batch({b}, {d})) is None  # kept, then dropped
-
-
-def test_a_kept_copy_changed_between_two_batches_that_share_it_is_skipped(
-    tmp_path: Path,
-) -> None:
-    """The next batch re-checks a shared kept copy without its ctime (the running batch's
-    links change it); a chmod once that batch has settled is still found."""
-    _, _, plan, j, runner = start(tmp_path, triples=True)
-    runner.batch = 3
-    cut = list(batches.batches(plan.steps, runner.batch, lambda: None))
-    shared = next(
-        (n, loose)
-        for n, (cur, nxt) in enumerate(itertools.pairwise(cut))
-        if (loose := batches.overlap(cur, nxt))
-    )
-    kept = next(s.keep.path for s in cut[shared[0] + 1].steps if s.keep.key in shared[1])
-    ran = 0
-    run_checked = runner._run_checked
-
-    def then_chmod(steps: list[Step], checked: list[Any]) -> None:
-        nonlocal ran
-        run_checked(steps, checked)
-        ran += 1
-        if ran == shared[0] + 1:  # the batch before has settled; the next is re-checked
-            os.chmod(kept, 0o600)
-
-    runner._run_checked = then_chmod  # type: ignore[method-assign]
-    runner.run_all(plan.steps)
-    j.record("end", at=now(), sync=True)
-    j.close()
-    skipped = [w for w in runner.result.problems]
-    assert [w.path for w in skipped] == [kept], skipped
-    assert "ctime differs" in skipped[0].cause
-    assert runner.result.skipped == 1 and runner.result.done == 2 * PAIRS - 1
-    dropped = [s for s in plan.steps if s.keep.path == kept]
-    linked = [os.lstat(s.drop.path).st_ino == os.lstat(kept).st_ino for s in dropped]
-    assert sorted(linked) == [False, True]  # one step before the chmod, one after
 
 
 def test_a_ctrl_c_while_the_next_batch_is_rechecked_closes_all_and_resume_finishes(

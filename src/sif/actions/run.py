@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sif.actions import fsops
-from sif.actions.batches import Key, batch_size, batches, overlap
+from sif.actions.batches import batch_size, batches
 from sif.actions.journal import Journal, begin_line, done_line, now
 from sif.actions.lanes import Ahead, Closer, Failed, Lanes, attempt, default_threads
 from sif.actions.plan import FileRef, Plan, Step
@@ -173,8 +173,7 @@ class Runner:
         self.comparer = Comparer()
         """The re-checks of the next batch, in :class:`Ahead`'s thread."""
         self.ahead = True
-        """Re-check the next batch while one runs (where :func:`~sif.actions.batches.overlap`
-        allows)."""
+        """Re-check the next batch while one runs (where they touch no inode in common)."""
         self.cans: dict[int, TrashCan] = {}
         self.result = RunResult(journal.path if journal else None)
         self.batch = batch_size()
@@ -200,8 +199,8 @@ class Runner:
 
     def run_all(self, steps: Iterable[Step]) -> None:
         """Run ``steps`` in order, in batches (see the class): while one batch runs, the
-        next one is re-checked in a thread of its own when its re-checks cannot depend on
-        what this batch leaves (:func:`sif.actions.batches.overlap`)."""
+        next one is re-checked in a thread of its own when the two touch no inode in
+        common (its re-check then cannot depend on what this batch leaves)."""
         todo = batches(steps, self.batch, self._noop)
         checked: list[Any] | None = None  # the current batch's re-checks, until it has run
         ahead: Ahead | None = None  # the next batch's, until they are in ``checked``
@@ -210,19 +209,15 @@ class Runner:
             while cur is not None:
                 nxt = next(todo, None)  # a lazy plan: a Ctrl-C may come here too
                 if checked is None:
-                    checked = self._recheck_here(cur.steps)
-                loose = overlap(cur, nxt) if self.ahead and nxt is not None else None
-                if loose is not None:
-                    assert nxt is not None
-                    ahead = Ahead(functools.partial(self._recheck_ahead, nxt.steps, loose))
+                    checked = self._recheck_here(cur[0])
+                if self.ahead and nxt is not None and not (cur[1] & nxt[1]):
+                    ahead = Ahead(functools.partial(self._recheck_ahead, nxt[0]))
                     ahead.start()
-                self._run_checked(cur.steps, checked)
+                self._run_checked(cur[0], checked)
                 checked = None
                 if ahead is not None:
                     checked = ahead.join()  # on any error, closed below
                     ahead = None
-                    if loose:
-                        self._confirm(checked, loose)
                 cur = nxt
             self._journal_batch([], sync=False)  # the last done records: the end record syncs
         except BaseException:  # every file still open is closed (closing twice is a no-op)
@@ -248,15 +243,15 @@ class Runner:
             raise
         return checked
 
-    def _recheck_ahead(self, steps: list[Step], loose: frozenset[Key], ahead: Ahead) -> list[Any]:
+    def _recheck_ahead(self, steps: list[Step], ahead: Ahead) -> list[Any]:
         """The re-checks of ``steps`` in :class:`Ahead`'s thread (``None`` for those a stop
-        left undone); the kept inodes of ``loose`` without their ctime (see :meth:`_confirm`)."""
+        left undone)."""
         checked: list[Any] = [None] * len(steps)
         try:
             for i, step in enumerate(steps):
                 if ahead.stop:
                     break
-                checked[i] = attempt(_ERRORS, self._recheck, step, self.comparer, loose)
+                checked[i] = attempt(_ERRORS, self._recheck, step, self.comparer)
         except BaseException:  # not a step's own error: nothing of this batch runs
             _close_checked(checked)
             raise
@@ -357,17 +352,11 @@ class Runner:
             self._warn(step.drop.path, f"{step.action} failed ({cause}): left as it was")
             self.result.failed += 1
 
-    def _recheck(
-        self, step: Step, comparer: Comparer, loose: frozenset[Key] = frozenset()
-    ) -> _Ready | str:
+    def _recheck(self, step: Step, comparer: Comparer) -> _Ready | str:
         """Re-check ``step`` (in a lane: reads :attr:`expected`, changes nothing here); its
-        files stay open for the run (closed here on any failure). A kept inode of ``loose``
-        is re-checked without its ctime, which the batch running meanwhile changes."""
+        files stay open for the run (closed here on any failure)."""
         keep, drop = step.keep, step.drop
-        want = self.want(keep)
-        if keep.key in loose:
-            want = want._replace(ctime_ns=None)
-        kfd, kst, dfd, dst = recheck_pair(keep, want, drop, self.want(drop), comparer)
+        kfd, kst, dfd, dst = recheck_pair(keep, self.want(keep), drop, self.want(drop), comparer)
         try:
             if step.action == "reflink" and fsops.extents_shared(kfd, dfd):
                 os.close(kfd)
@@ -378,22 +367,6 @@ class Runner:
             os.close(kfd)
             os.close(dfd)
             raise
-
-    def _confirm(self, checked: list[Any], loose: frozenset[Key]) -> None:
-        """The ctime of the kept inodes of ``loose``, re-checked ahead without it while the
-        batch before ran (its links changed it), checked now against what that batch's
-        steps left: a kept copy changed meanwhile (a chmod) skips its steps."""
-        for i, out in enumerate(checked):
-            if isinstance(out, _Ready) and out.step.keep.key in loose:
-                keep = out.step.keep
-                try:
-                    st = os.fstat(out.kfd)
-                    check_stat(keep.path, st, self.want(keep))
-                except _ERRORS as exc:
-                    out.close()
-                    checked[i] = Failed(exc)
-                else:
-                    out.kst = st  # what the step's own last checks compare with
 
     def _names(self, r: _Ready) -> _Ready:
         """The names ``r``'s step will use, for its ``begin`` record (here, in plan order:
