@@ -180,6 +180,9 @@ class Runner:
         self.closer = Closer()
         self._done: list[bytes] = []
         """``done`` records not yet written: they go with the next batch's ``begin`` records."""
+        self._linked: dict[tuple[int, int], int] = {}
+        """The ctime sif's last link of this batch left on a kept inode (each kept inode's
+        steps are in one lane: only that lane reads and writes its entry)."""
 
     def _record(self, kind: str, step: int, **fields: Any) -> None:
         if self.journal is not None:
@@ -313,6 +316,7 @@ class Runner:
     def _act_all(self, ready: list[_Ready]) -> None:
         """Run ``ready``'s steps: those of one kept inode in one lane, in plan order,
         each kept inode in the lane with the fewest steps so far."""
+        self._linked = {}
         n = min(self.lanes.size, len(ready))
         parts: list[list[_Ready]] = [[] for _ in range(n)]
         lane_of: dict[tuple[int, int], list[_Ready]] = {}
@@ -415,6 +419,17 @@ class Runner:
         if (lst.st_dev, lst.st_ino) != step.drop.key:
             raise Changed(step.drop.path, "replaced by another file during the step")
 
+    def _kept_as_checked(self, r: _Ready) -> None:
+        """Just before a hard link: the kept inode as re-checked, its ctime too (or the one
+        sif's own last link of this batch left on it). A link has one owner, mode and
+        content, the kept copy's: a chmod, or a write with its mtime put back, since the
+        re-check would pass to the dropped file's name unseen (``_still`` cannot look at
+        the ctime once sif's own link has changed it)."""
+        k, kst = os.fstat(r.kfd), r.kst
+        ctime = self._linked.get(r.step.keep.key, kst.st_ctime_ns)
+        if (k.st_size, k.st_mtime_ns, k.st_ctime_ns) != (kst.st_size, kst.st_mtime_ns, ctime):
+            check_stat(r.step.keep.path, k, Expected(kst.st_size, kst.st_mtime_ns, ctime))
+
     def _after(self, r: _Ready, **extra: str) -> None:
         """Note what the step left (in its lane); :meth:`_settle` takes it from there."""
         ka = os.fstat(r.kfd)
@@ -456,6 +471,8 @@ class Runner:
             return "done"
         if action in ("link", "symlink"):
             tmp = r.begin["tmp"]
+            if action == "link":
+                self._kept_as_checked(r)
             try:
                 if action == "link":
                     os.link(step.keep.path, tmp, follow_symlinks=False)
@@ -473,10 +490,17 @@ class Runner:
             except BaseException:
                 os.unlink(tmp)  # the name sif just made, never the user's file
                 now_k = os.fstat(r.kfd)
-                if (now_k.st_size, now_k.st_mtime_ns) == (r.kst.st_size, r.kst.st_mtime_ns):
+                if action == "link" and (now_k.st_size, now_k.st_mtime_ns) == (
+                    r.kst.st_size,
+                    r.kst.st_mtime_ns,
+                ):  # a symbolic link leaves the kept inode alone: its ctime is the user's
                     r.keep_now = now_k  # sif's own link and unlink changed its ctime, only
+                    self._linked[step.keep.key] = now_k.st_ctime_ns
                 raise
             self._after(r)
+            if action == "link":
+                assert r.after is not None
+                self._linked[step.keep.key] = r.after[0].st_ctime_ns
             return "done"
         if action == "remove":
             tmp = r.begin["tmp"]
