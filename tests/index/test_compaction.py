@@ -197,11 +197,11 @@ def _segments(index: Path) -> dict[str, bytes]:
     }
 
 
-def _answers(index: Path, files: list[Path]) -> list[list[tuple[str, float]]]:
+def _answers(index: Path, files: list[Path]) -> list[list[tuple[object, ...]]]:
     reader = open_reader(index)
     try:
         return [
-            sorted((m.path, m.score) for m in r.matches)
+            sorted((m.path, m.size, m.percent, m.hits, m.shared) for m in r.matches)
             for r in query_files(files, reader, threshold=5)
         ]
     finally:
@@ -234,3 +234,34 @@ def test_an_incremental_run_merges_its_own_rows_not_the_whole_index(
     build_index([tmp_path / "t"], fresh, jobs=1)
     probes = [paths[0], paths[5], paths[65], paths[119]]
     assert _answers(index, probes) == _answers(fresh, probes)
+
+
+@pytest.mark.parametrize("key", ["real", "one key for every path"])
+def test_an_incremental_run_tells_paths_apart_even_when_their_keys_collide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """The walk and the index meet by 64-bit keys of their paths; where two paths share
+    one, the run compares the paths themselves and plans the same."""
+    from sif.index import duck, memory, runplan, store
+
+    if key != "real":
+        for module in (store, duck, memory, runplan):
+            monkeypatch.setattr(module, "origin_key", lambda origin: 7)
+    rng = np.random.default_rng(5)
+    paths = [tmp_path / "t" / f"d{i % 3}" / f"f{i:02d}.txt" for i in range(30)]
+    for i, p in enumerate(paths):
+        write(p, rng.integers(97, 123, 900 + 50 * i, dtype=np.uint8).tobytes())
+    index = tmp_path / "idx"
+    first = build_index([tmp_path / "t"], index, jobs=1)
+    assert (first.new, first.changed, first.unchanged, first.removed) == (30, 0, 0, 0)
+    write(paths[4], paths[4].read_bytes()[::-1])  # changed
+    paths[9].unlink()  # removed
+    write(tmp_path / "t" / "d1" / "new.txt", paths[12].read_bytes() + b"more")  # new
+    again = build_index([tmp_path / "t"], index, jobs=1)
+    assert (again.new, again.changed, again.unchanged, again.removed) == (1, 1, 28, 1)
+    fresh = tmp_path / "fresh"
+    build_index([tmp_path / "t"], fresh, jobs=1)
+    probes = [paths[4], paths[12], paths[20]]
+    assert _answers(index, probes) == _answers(fresh, probes)
+    third = build_index([tmp_path / "t"], index, jobs=1)
+    assert (third.new, third.changed, third.unchanged, third.removed) == (0, 0, 30, 0)

@@ -35,8 +35,14 @@ from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_
 from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
+from sif.index.runplan import plan_run
 from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
-from sif.index.store import IndexStore, KnownColumns, NewFile, ParamSet, open_store
+from sif.index.store import (
+    IndexStore,
+    NewFile,
+    ParamSet,
+    open_store,
+)
 from sif.memtrim import release_memory
 from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
 
@@ -296,104 +302,6 @@ def _batches(cols: RecordColumns, rows: npt.NDArray[np.int64]) -> Iterator[list[
         yield batch
 
 
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-def _unchanged_on_disk(origin: str, known: KnownColumns, i: int) -> bool:
-    """Whether the file ``origin`` that the walk did not meet is still there as indexed.
-
-    A filter (``--exclude``, ``--include``, sizes, hidden files, one file
-    system) narrows what a run walks, not what the index holds: an entry
-    leaves the index only when its file is gone, or no longer the one indexed
-    (another (device, inode, size, mtime), which the run cannot re-read since
-    it is out of its scope). Cost: one ``stat`` per indexed file not walked.
-    """
-    try:
-        st = os.stat(origin)
-    except OSError:
-        return False
-    return (
-        st.st_dev == int(known.dev[i])
-        and st.st_ino == int(known.ino[i])
-        and st.st_size == int(known.size[i])
-        and st.st_mtime_ns == int(known.mtime_ns[i])
-    )
-
-
-@dataclass
-class _Plan:
-    """What a run must do: files to read, old entries they replace, entries that go."""
-
-    todo: npt.NDArray[np.int64]  # rows of the walk to read, in walk order
-    replaced: dict[str, list[int]]  # path on disk -> ids of its entries now
-    gone: list[int]  # ids of the entries of files under the roots gone from disk (or changed)
-    new: int
-    changed: int
-    unchanged: int
-    removed: int
-
-
-def _plan(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> _Plan:
-    """Compare a walk with what the index holds, by (device, inode, size, mtime_ns,
-    ctime_ns); the ctime only when the store keeps it (``known.ctime_ns``). A
-    row whose ctime is unknown (indexed before it was kept) never matches: the
-    file is read again once, and counted as changed.
-
-    Vectorised: one dict from origin to a row of the catalog, one lookup per
-    walked path, the stat fields compared as arrays; Python objects are
-    made only for the files that changed, are new or went. Cost: O(walk +
-    entries) dict operations (~10 ms for 38k files).
-    """
-    n = len(known.ids)
-    origins = known.origins
-    row_of = dict(zip(origins, range(n), strict=True))  # an origin -> one of its rows
-    get = row_of.get
-    dirs = cols.dirs
-    paths = map(str.__add__, map(dirs.__getitem__, cols.dir_of), cols.names)  # one at a time
-    if n:
-        pos = np.fromiter((get(p, -1) for p in paths), dtype=np.int64, count=len(cols))
-    else:  # a new index: nothing to look up
-        pos = np.full(len(cols), -1, dtype=np.int64)
-    hit = pos >= 0
-    same = hit.copy()
-    if n and len(cols):
-        p = np.where(hit, pos, 0)
-        same &= known.dev[p] == np.frombuffer(cols.dev, dtype=np.uint64)
-        same &= known.ino[p] == np.frombuffer(cols.ino, dtype=np.uint64)
-        same &= known.size[p] == np.frombuffer(cols.size, dtype=np.int64)
-        same &= known.mtime_ns[p] == np.frombuffer(cols.mtime_ns, dtype=np.int64)
-        if known.ctime_ns is not None:
-            same &= known.ctime_ns[p] == np.frombuffer(cols.ctime_ns, dtype=np.int64)
-    changed = hit & ~same
-    todo = np.flatnonzero(~same)
-    # Each row's representative row (all rows of an origin share one): which rows met.
-    rep = np.fromiter((row_of[o] for o in origins), dtype=np.int64, count=n)
-    met = np.zeros(n, dtype=bool)
-    met[pos[hit]] = True
-    redo = np.zeros(n, dtype=bool)
-    redo[pos[changed]] = True
-    replaced: dict[str, list[int]] = {}
-    ids = known.ids
-    for i in np.flatnonzero(redo[rep]).tolist():
-        replaced.setdefault(origins[i], []).append(int(ids[i]))
-    gone: list[int] = []
-    removed: set[str] = set()
-    kept: dict[str, bool] = {}
-    for i in np.flatnonzero(~met[rep]).tolist():
-        o = origins[i]
-        if _under(o, roots):
-            if o not in kept:
-                kept[o] = _unchanged_on_disk(o, known, i)
-            if kept[o]:  # filtered out of this walk, still there as indexed: out of scope
-                continue
-            gone.append(int(ids[i]))
-            removed.add(o)
-    n_changed = int(changed.sum())
-    n_same = int(same.sum())
-    return _Plan(todo, replaced, gone, len(todo) - n_changed, n_changed, n_same, len(removed))
-
-
 def skip_index_dir(options: WalkOptions, directory: str | None) -> WalkOptions:
     """``options`` that never walk into the index directory ``directory`` (by inode)."""
     try:
@@ -497,7 +405,7 @@ def build_index(
         stats.walked = cols
         known = store.known_columns(pset)
         empty = not len(known.ids)
-        plan = _plan(cols, known, abs_roots)
+        plan = plan_run(cols, known, abs_roots)
         del known  # only the plan's ids are needed now
         todo, replaced, gone = plan.todo, plan.replaced, plan.gone
         release_memory()  # the walk's and the plan's transient objects

@@ -93,10 +93,12 @@ from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, sam
 from sif.index.schema import MIGRATIONS
 from sif.index.segments import Segment
 from sif.index.store import (
+    U32,
     KnownColumns,
     KnownFile,
     NewFile,
     ParamSet,
+    origin_key,
     param_set,
 )
 
@@ -479,15 +481,13 @@ class DuckStore:
         return self.known_columns(params).by_origin()
 
     def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
-        """One row per live entry (by id). Cost: a scan of ``files`` with no sort and
-        a decode of each origin (~15 ms for 38k files); read :data:`KNOWN_CHUNK` ids
-        at a time, so that the raw origins of only one chunk are held beside the
-        decoded ones."""
+        """One row per live entry (by id). Cost: a scan of ``files`` with no sort and a
+        hash of each origin's bytes (no string is kept: :attr:`KnownColumns.origins`
+        reads the few a run needs again); read :data:`KNOWN_CHUNK` ids at a time, so
+        that the raw origins of only one chunk are held."""
         pid = self._find_params(param_set(params))
         if pid is None:
             return KnownColumns.empty()
-        enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-        origins: list[str] = []
         types = {"id": np.uint32, "dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
         types |= {"mtime_ns": np.int64, "ctime_ns": np.int64}
         with catalog_errors(os.path.join(self.root, CATALOG)):
@@ -497,6 +497,7 @@ class DuckStore:
                 [pid],
             ).fetchone()  # type: ignore[misc]
             out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
+            keys = np.empty(int(n), dtype=np.uint64)
             pos = 0
             for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
                 cols = self._con.execute(
@@ -505,23 +506,54 @@ class DuckStore:
                     "FROM files WHERE params_id = ? AND id >= ? AND id < ? ORDER BY id",
                     [pid, start, start + KNOWN_CHUNK],
                 ).fetchnumpy()
-                origins += [o.decode(enc, errors) for o in cols.pop("origin")]
                 m = len(cols["id"])
+                if pos + m > int(n):
+                    raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
+                raw = cols.pop("origin")
+                keys[pos : pos + m] = np.fromiter(map(origin_key, raw), np.uint64, count=m)
+                del raw
                 for k, v in cols.items():
                     out[k][pos : pos + m] = np.asarray(v)
                 pos += m
                 del cols
-        if pos != len(origins) or pos != int(n):
+        if pos != int(n):
             raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
+        ids = out["id"]
         return KnownColumns(
-            origins,
-            out["id"],
+            keys,
+            ids,
             out["dev"],
             out["ino"],
             out["file_size"],
             out["mtime_ns"],
             out["ctime_ns"],
+            origins=functools.partial(self._origins, pid, ids),
         )
+
+    def _origins(self, pid: int, ids: U32, rows: npt.NDArray[np.int64]) -> list[str]:
+        """The origins (decoded paths on disk) of the entries ``ids[rows]``, in that order."""
+        if not len(rows):
+            return []
+        enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        want = ids[rows]
+        with catalog_errors(os.path.join(self.root, CATALOG)):
+            self._con.register("sif_want", {"id": want})
+            try:
+                got = self._con.execute(
+                    "SELECT id, coalesce(origin, path) AS origin FROM files "
+                    "WHERE params_id = ? AND id IN (SELECT id FROM sif_want) ORDER BY id",
+                    [pid],
+                ).fetchnumpy()
+            finally:
+                self._con.unregister("sif_want")
+        found = np.asarray(got["id"], dtype=np.uint32)
+        at = np.searchsorted(found, want)
+        if len(found) != len(np.unique(want)) or not np.array_equal(
+            found[np.minimum(at, len(found) - 1)], want
+        ):
+            raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
+        origin = got["origin"]
+        return [bytes(origin[i]).decode(enc, errors) for i in at.tolist()]
 
     @_writes
     def commit(

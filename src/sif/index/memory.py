@@ -26,6 +26,7 @@ from sif.index.store import (
     NewFile,
     ParamSet,
     kind_code,
+    origin_key,
     param_set,
     view_code,
 )
@@ -75,13 +76,15 @@ class MemoryIndex:
 
     def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
         rows = list(self._files.get(param_set(params), {}).values())
+        origins = [origin for _, _, origin, _ in rows]
         return KnownColumns(
-            [origin for _, _, origin, _ in rows],
+            np.array([origin_key(os.fsencode(o)) for o in origins], dtype=np.uint64),
             np.array([f.id for f, _, _, _ in rows], dtype=np.uint32),
             np.array([f.dev for f, _, _, _ in rows], dtype=np.uint64),
             np.array([f.ino for f, _, _, _ in rows], dtype=np.uint64),
             np.array([size for _, _, _, size in rows], dtype=np.int64),
             np.array([f.mtime_ns for f, _, _, _ in rows], dtype=np.int64),
+            origins=lambda at: [origins[i] for i in at.tolist()],
         )
 
     def commit(

@@ -13,12 +13,13 @@ is an in-memory double of both, for tests of the logic above them.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from sif.core.anchors import AnchorSet
 from sif.errors import ConfigError
@@ -119,47 +120,59 @@ class KnownFile:
     mtime_ns: int
 
 
+def origin_key(origin: bytes) -> int:
+    """The 64-bit key of an origin's bytes (its path as the file system spells it), by
+    which :class:`KnownColumns` and a walk meet without a Python string per file."""
+    return xxhash.xxh3_64_intdigest(origin)
+
+
 @dataclass(frozen=True)
 class KnownColumns:
     """Every live entry of a parameter set, one row per entry, as columns, in no order.
 
-    ``origins[i]`` is the path on disk of the file that holds entry ``ids[i]``;
-    ``dev``, ``ino``, ``size`` (the file's size on disk), ``mtime_ns`` and
-    ``ctime_ns`` are that file's, so all rows of one origin agree on them. What
-    ``sif index`` compares a walk with, without a Python object per file.
-    ``ctime_ns``: ``None`` when the store keeps none (then it is not
-    compared); a row whose ctime is unknown (indexed before it was kept)
-    holds a value no file has, so the file is read again once.
+    ``keys[i]`` is the :func:`origin_key` of the path on disk of the file that
+    holds entry ``ids[i]``, and ``origins(rows)`` gives those paths for some
+    rows (the store reads them then: at a million files, a string a row was
+    about 200 MB of an incremental run); ``dev``, ``ino``, ``size`` (the
+    file's size on disk), ``mtime_ns`` and ``ctime_ns`` are that file's, so
+    all rows of one origin agree on them. What ``sif index`` compares a walk
+    with, without a Python object per file. ``ctime_ns``: ``None`` when the
+    store keeps none (then it is not compared); a row whose ctime is unknown
+    (indexed before it was kept) holds a value no file has, so the file is
+    read again once.
     """
 
-    origins: list[str]
+    keys: U64
     ids: U32
     dev: U64
     ino: U64
     size: I64
     mtime_ns: I64
     ctime_ns: I64 | None = None
+    origins: Callable[[npt.NDArray[np.int64]], list[str]] = field(
+        default=lambda rows: [], repr=False
+    )
+    """The origins of the rows ``rows`` (positions in these columns), in that order."""
 
     @classmethod
     def empty(cls) -> KnownColumns:
         i64 = np.empty(0, np.int64)
-        return cls(
-            [], np.empty(0, np.uint32), np.empty(0, np.uint64), np.empty(0, np.uint64), i64, i64
-        )
+        u64 = np.empty(0, np.uint64)
+        return cls(u64, np.empty(0, np.uint32), u64, u64, i64, i64)
 
     def by_origin(self) -> dict[str, KnownFile]:
         """The rows grouped by origin, entry ids ascending. Cost: a Python loop over rows."""
         order = np.argsort(self.ids, kind="stable")
         ids, dev, ino = self.ids[order].tolist(), self.dev[order].tolist(), self.ino[order].tolist()
         size, mtime = self.size[order].tolist(), self.mtime_ns[order].tolist()
-        origins = self.origins
+        origins = self.origins(order.astype(np.int64))
         out: dict[str, KnownFile] = {}
-        for j, i in enumerate(order.tolist()):
-            k = out.get(origins[i])
+        for j, origin in enumerate(origins):
+            k = out.get(origin)
             if k is None:
-                out[origins[i]] = KnownFile((ids[j],), dev[j], ino[j], size[j], mtime[j])
+                out[origin] = KnownFile((ids[j],), dev[j], ino[j], size[j], mtime[j])
             else:
-                out[origins[i]] = KnownFile((*k.ids, ids[j]), k.dev, k.ino, k.size, k.mtime_ns)
+                out[origin] = KnownFile((*k.ids, ids[j]), k.dev, k.ino, k.size, k.mtime_ns)
         return out
 
 
