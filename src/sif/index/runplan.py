@@ -74,8 +74,8 @@ def plan_run(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> 
     index's origins are read as strings only for the files that changed (whose
     path is compared too: two paths of one key are then told apart) or that the
     walk did not meet. Cost: a hash a walked path and a sort of the keys, and
-    no Python object a file indexed (at 1 M files, a dict of every origin was
-    about 200 MB of an incremental run).
+    no Python object a file indexed (at 1 M files, the origins as strings and
+    a dict of them took the incremental run's peak from 496 to 567 MB).
     """
     n = len(known.ids)
     pos = np.full(len(cols), -1, dtype=np.int64)  # each walked file's row in ``known``
