@@ -96,15 +96,7 @@ def plan_run(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> 
         pos = np.where(keys[at] == walked, order[at], -1)
         del order, keys, walked, at
     hit = pos >= 0
-    same = hit.copy()
-    if n and len(cols):
-        p = np.where(hit, pos, 0)
-        same &= known.dev[p] == np.frombuffer(cols.dev, dtype=np.uint64)
-        same &= known.ino[p] == np.frombuffer(cols.ino, dtype=np.uint64)
-        same &= known.size[p] == np.frombuffer(cols.size, dtype=np.int64)
-        same &= known.mtime_ns[p] == np.frombuffer(cols.mtime_ns, dtype=np.int64)
-        if known.ctime_ns is not None:
-            same &= known.ctime_ns[p] == np.frombuffer(cols.ctime_ns, dtype=np.int64)
+    same = _same_stat(cols, known, pos) if n and len(cols) else hit
     changed = np.flatnonzero(hit & ~same)
     if len(changed):  # the same key: the same path, unless two paths share a key
         dirs, dir_of, names = cols.dirs, cols.dir_of, cols.names
@@ -114,6 +106,22 @@ def plan_run(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> 
         ):
             return _plan_by_paths(cols, known, roots, known.origins(np.arange(n)))
     return _settle_plan(known, roots, pos, same, np.flatnonzero(hit & ~same), rep, None)
+
+
+def _same_stat(
+    cols: RecordColumns, known: KnownColumns, pos: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Which walked files met a row (``pos`` >= 0) with their device, inode, size,
+    mtime and (where the store keeps it) ctime."""
+    same = pos >= 0
+    p = np.where(same, pos, 0)
+    same &= known.dev[p] == np.frombuffer(cols.dev, dtype=np.uint64)
+    same &= known.ino[p] == np.frombuffer(cols.ino, dtype=np.uint64)
+    same &= known.size[p] == np.frombuffer(cols.size, dtype=np.int64)
+    same &= known.mtime_ns[p] == np.frombuffer(cols.mtime_ns, dtype=np.int64)
+    if known.ctime_ns is not None:
+        same &= known.ctime_ns[p] == np.frombuffer(cols.ctime_ns, dtype=np.int64)
+    return same
 
 
 def _plan_by_paths(
@@ -129,14 +137,7 @@ def _plan_by_paths(
     paths = map(str.__add__, map(dirs.__getitem__, cols.dir_of), cols.names)
     pos = np.fromiter((get(p, -1) for p in paths), dtype=np.int64, count=len(cols))
     hit = pos >= 0
-    same = hit.copy()
-    p = np.where(hit, pos, 0)
-    same &= known.dev[p] == np.frombuffer(cols.dev, dtype=np.uint64)
-    same &= known.ino[p] == np.frombuffer(cols.ino, dtype=np.uint64)
-    same &= known.size[p] == np.frombuffer(cols.size, dtype=np.int64)
-    same &= known.mtime_ns[p] == np.frombuffer(cols.mtime_ns, dtype=np.int64)
-    if known.ctime_ns is not None:
-        same &= known.ctime_ns[p] == np.frombuffer(cols.ctime_ns, dtype=np.int64)
+    same = _same_stat(cols, known, pos)
     rep = np.fromiter((row_of[o] for o in origins), dtype=np.int64, count=n)
     changed = np.flatnonzero(hit & ~same)
     return _settle_plan(known, roots, pos, same, changed, rep, origins)
