@@ -78,14 +78,14 @@ def swap_after_walk(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]) -
     """Run ``swap`` (a real change on disk) once the index's walk is planned, before any read."""
     import sif.index.build as build
 
-    plan = build._plan
+    plan = build.plan_run
 
     def plan_then_swap(*args: object, **kw: object) -> object:
         got = plan(*args, **kw)  # type: ignore[arg-type]
         swap()
         return got
 
-    monkeypatch.setattr(build, "_plan", plan_then_swap)
+    monkeypatch.setattr(build, "plan_run", plan_then_swap)
 
 
 def test_index_with_a_fifo_swapped_in_after_the_walk(
