@@ -98,7 +98,7 @@ from sif.index.store import (
     KnownFile,
     NewFile,
     ParamSet,
-    origin_key,
+    origin_keys,
     param_set,
 )
 
@@ -498,6 +498,7 @@ class DuckStore:
             ).fetchone()  # type: ignore[misc]
             out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
             keys = np.empty(int(n), dtype=np.uint64)
+            checks = np.empty(int(n), dtype=np.uint64)
             pos = 0
             for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
                 cols = self._con.execute(
@@ -510,7 +511,7 @@ class DuckStore:
                 if pos + m > int(n):
                     raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
                 raw = cols.pop("origin")
-                keys[pos : pos + m] = np.fromiter(map(origin_key, raw), np.uint64, count=m)
+                keys[pos : pos + m], checks[pos : pos + m] = origin_keys(raw, m)
                 del raw
                 for k, v in cols.items():
                     out[k][pos : pos + m] = np.asarray(v)
@@ -521,6 +522,7 @@ class DuckStore:
         ids = out["id"]
         return KnownColumns(
             keys,
+            checks,
             ids,
             out["dev"],
             out["ino"],

@@ -26,7 +26,7 @@ from sif.index.store import (
     NewFile,
     ParamSet,
     kind_code,
-    origin_key,
+    origin_keys,
     param_set,
     view_code,
 )
@@ -78,7 +78,7 @@ class MemoryIndex:
         rows = list(self._files.get(param_set(params), {}).values())
         origins = [origin for _, _, origin, _ in rows]
         return KnownColumns(
-            np.array([origin_key(os.fsencode(o)) for o in origins], dtype=np.uint64),
+            *origin_keys(map(os.fsencode, origins), len(origins)),
             np.array([f.id for f, _, _, _ in rows], dtype=np.uint32),
             np.array([f.dev for f, _, _, _ in rows], dtype=np.uint64),
             np.array([f.ino for f, _, _, _ in rows], dtype=np.uint64),

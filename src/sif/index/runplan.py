@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sif.index.store import KnownColumns, origin_key
+from sif.index.store import KnownColumns, origin_keys
 from sif.records import RecordColumns
 
 
@@ -56,11 +56,11 @@ class RunPlan:
     removed: int
 
 
-def _walk_keys(cols: RecordColumns) -> npt.NDArray[np.uint64]:
-    """The :func:`sif.index.store.origin_key` of every walked path, in walk order."""
+def _walk_keys(cols: RecordColumns) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """The :func:`sif.index.store.origin_keys` of every walked path, in walk order."""
     dirs = [os.fsencode(d) for d in cols.dirs]
     paths = map(bytes.__add__, map(dirs.__getitem__, cols.dir_of), map(os.fsencode, cols.names))
-    return np.fromiter(map(origin_key, paths), dtype=np.uint64, count=len(cols))
+    return origin_keys(paths, len(cols))
 
 
 def plan_run(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> RunPlan:
@@ -69,13 +69,17 @@ def plan_run(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> 
     row whose ctime is unknown (indexed before it was kept) never matches: the
     file is read again once, and counted as changed.
 
-    Vectorised: the walk's paths and the index's origins meet by their 64-bit
-    keys (sorted, searched), the stat fields are compared as arrays; the
-    index's origins are read as strings only for the files that changed (whose
-    path is compared too: two paths of one key are then told apart) or that the
-    walk did not meet. Cost: a hash a walked path and a sort of the keys, and
-    no Python object a file indexed (at 1 M files, the origins as strings and
-    a dict of them took the incremental run's peak from 496 to 567 MB).
+    Vectorised: the walk's paths and the index's origins meet by 128-bit keys
+    of their bytes (the first 64 bits sorted and searched, the other 64
+    compared), the stat fields are compared as arrays; the index's origins are
+    read as strings only for the files that changed (whose path is compared
+    too) or that the walk did not meet. Where two paths share the first half of
+    a key (about once in 2**64 / files**2 runs), the run plans by the paths
+    themselves (:func:`_plan_by_paths`); two that share the whole key (about
+    2**-128 a pair) would be taken for one. Cost: a hash a walked path and a
+    sort of the keys, and no Python object a file indexed (at 1 M files, the
+    origins as strings and a dict of them took the incremental run's peak from
+    496 to 567 MB).
     """
     n = len(known.ids)
     pos = np.full(len(cols), -1, dtype=np.int64)  # each walked file's row in ``known``
@@ -85,16 +89,27 @@ def plan_run(cols: RecordColumns, known: KnownColumns, roots: Sequence[str]) -> 
         # run's peak (the walk and the index's columns are held meanwhile).
         order = np.argsort(known.keys, kind="stable")
         keys = known.keys[order]
-        first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        twin = keys[1:] == keys[:-1]  # two rows of one key: of one origin, or a collision
+        d = np.flatnonzero(twin)
+        if (known.checks[order[d]] != known.checks[order[d + 1]]).any():
+            return _plan_by_paths(cols, known, roots, known.origins(np.arange(n)))
+        first = np.flatnonzero(np.concatenate(([True], ~twin)))
+        del twin, d
         run = np.repeat(first, np.diff(np.append(first, n)))  # each sorted row's run start
         del first
         rep[order] = order[run]
         del run
-        walked = _walk_keys(cols)
+        walked, walked_checks = _walk_keys(cols)
         at = np.searchsorted(keys, walked)  # the first row of its key
         np.minimum(at, n - 1, out=at)
-        pos = np.where(keys[at] == walked, order[at], -1)
-        del order, keys, walked, at
+        met = keys[at] == walked
+        del walked, keys
+        pos = np.where(met, order[at], -1)
+        del order, at
+        hits = np.flatnonzero(met)
+        if (known.checks[pos[hits]] != walked_checks[hits]).any():  # one path meets another's
+            return _plan_by_paths(cols, known, roots, known.origins(np.arange(n)))
+        del met, hits, walked_checks
     hit = pos >= 0
     same = _same_stat(cols, known, pos) if n and len(cols) else hit
     changed = np.flatnonzero(hit & ~same)

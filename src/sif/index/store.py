@@ -12,8 +12,9 @@ is an in-memory double of both, for tests of the logic above them.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -120,18 +121,39 @@ class KnownFile:
     mtime_ns: int
 
 
-def origin_key(origin: bytes) -> int:
-    """The 64-bit key of an origin's bytes (its path as the file system spells it), by
+def origin_key(origin: bytes) -> bytes:
+    """The 128-bit key of an origin's bytes (its path as the file system spells it), by
     which :class:`KnownColumns` and a walk meet without a Python string per file."""
-    return xxhash.xxh3_64_intdigest(origin)
+    return xxhash.xxh3_128_digest(origin)
+
+
+def origin_keys(origins: Iterable[bytes], n: int) -> tuple[U64, U64]:
+    """The :func:`origin_key` of ``n`` origins as two columns: its first 64 bits (sorted
+    and searched) and its other 64 (compared where the first meet), made
+    :data:`KEY_CHUNK` at a time (a bytes object each only for a chunk)."""
+    keys, checks = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
+    it = iter(origins)
+    for start in range(0, n, KEY_CHUNK):
+        m = min(KEY_CHUNK, n - start)
+        raw = b"".join(map(origin_key, itertools.islice(it, m)))
+        if len(raw) != 16 * m:
+            raise ValueError("fewer origins than counted")
+        halves = np.frombuffer(raw, dtype=np.uint64).reshape(m, 2)
+        keys[start : start + m], checks[start : start + m] = halves[:, 0], halves[:, 1]
+    return keys, checks
+
+
+#: Origins hashed at a time by :func:`origin_keys`.
+KEY_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
 class KnownColumns:
     """Every live entry of a parameter set, one row per entry, as columns, in no order.
 
-    ``keys[i]`` is the :func:`origin_key` of the path on disk of the file that
-    holds entry ``ids[i]``, and ``origins(rows)`` gives those paths for some
+    ``keys[i]`` and ``checks[i]`` are the two halves of the :func:`origin_key`
+    of the path on disk of the file that holds entry ``ids[i]`` (:func:`origin_keys`),
+    and ``origins(rows)`` gives those paths for some
     rows (the store reads them then: at a million files, a string a row and
     a dict of them were 71 MB of an incremental run's peak); ``dev``, ``ino``, ``size`` (the
     file's size on disk), ``mtime_ns`` and ``ctime_ns`` are that file's, so
@@ -143,6 +165,7 @@ class KnownColumns:
     """
 
     keys: U64
+    checks: U64
     ids: U32
     dev: U64
     ino: U64
@@ -158,7 +181,7 @@ class KnownColumns:
     def empty(cls) -> KnownColumns:
         i64 = np.empty(0, np.int64)
         u64 = np.empty(0, np.uint64)
-        return cls(u64, np.empty(0, np.uint32), u64, u64, i64, i64)
+        return cls(u64, u64, np.empty(0, np.uint32), u64, u64, i64, i64)
 
     def by_origin(self) -> dict[str, KnownFile]:
         """The rows grouped by origin, entry ids ascending. Cost: a Python loop over rows."""

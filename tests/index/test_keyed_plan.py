@@ -1,0 +1,86 @@
+"""The keyed run plan (sif.index.runplan) where two paths share the first half of a key.
+
+The walk and the index meet by the first 64 bits of a 128-bit key of each
+path, sorted and searched; the other 64 tell two paths apart. Here the paths
+ending in ``a.txt`` and ``b.txt`` share the first half (what a real 64-bit
+collision looks like): a removed file, a new hard link of an indexed file
+(walked or not) are planned as with distinct keys.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xxhash
+
+from sif.index import build_index, open_reader, store
+from sif.index.duck import DuckStore
+from sif.query import query_files
+from treeutil import write
+
+
+@pytest.fixture(autouse=True)
+def collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    def key(origin: bytes) -> bytes:
+        origin = bytes(origin)
+        if origin.endswith((b"/a.txt", b"/b.txt")):
+            return bytes(8) + xxhash.xxh3_64_digest(origin)
+        return xxhash.xxh3_128_digest(origin)
+
+    monkeypatch.setattr(store, "origin_key", key)
+
+
+def _ids(index: Path) -> dict[str, int]:
+    s = DuckStore(str(index))
+    try:
+        rows = s.catalog().execute("SELECT path, id FROM files").fetchall()
+    finally:
+        s.close()
+    return {os.fsdecode(bytes(p)): int(i) for p, i in rows}
+
+
+def _text(rng: np.random.Generator) -> bytes:
+    return rng.integers(97, 123, 3000, dtype=np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("gone", ["a.txt", "b.txt"])
+def test_a_removed_file_whose_half_key_an_unchanged_file_shares_leaves_the_index(
+    tmp_path: Path, gone: str
+) -> None:
+    rng = np.random.default_rng(2)
+    t = tmp_path / "t"
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        write(t / name, _text(rng))
+    index = tmp_path / "idx"
+    build_index([t], index, jobs=1)
+    probe = tmp_path / "probe.txt"
+    probe.write_bytes((t / gone).read_bytes())
+    (t / gone).unlink()
+    again = build_index([t], index, jobs=1)
+    assert (again.new, again.changed, again.unchanged, again.removed) == (0, 0, 3, 1)
+    assert str(t / gone) not in _ids(index)
+    reader = open_reader(index)
+    try:
+        (result,) = query_files([probe], reader, threshold=5)
+        assert str(t / gone) not in {m.path for m in result.matches}
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("walked_twin", [True, False], ids=["twin walked", "twin not walked"])
+def test_a_new_hard_link_whose_half_key_its_indexed_twin_shares_is_indexed(
+    tmp_path: Path, walked_twin: bool
+) -> None:
+    rng = np.random.default_rng(3)
+    write(tmp_path / "t" / "a.txt", _text(rng))
+    write(tmp_path / "u" / "x.txt", _text(rng))
+    os.link(tmp_path / "t" / "a.txt", tmp_path / "u" / "b.txt")  # the same file, the same stat
+    index = tmp_path / "idx"
+    build_index([tmp_path / "t"], index, jobs=1)
+    roots = [tmp_path / "t", tmp_path / "u"] if walked_twin else [tmp_path / "u"]
+    again = build_index(roots, index, jobs=1)
+    assert (again.new, again.unchanged) == (2, 1 if walked_twin else 0)
+    assert {str(tmp_path / "t" / "a.txt"), str(tmp_path / "u" / "b.txt")} <= set(_ids(index))
