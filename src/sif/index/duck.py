@@ -58,13 +58,18 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
   of each file's length and checksum (:func:`sif.index.segments.checksum_files`),
   computed from the files on disk for segments made before schema 5;
 - ``dead(id, segment, n_fp)``: files dropped whose rows remain in a segment
-  until the next compaction;
+  until a compaction merges it (:func:`sif.index.compaction.tidy`);
 - ``similar_runs(run_key, stopped, pairs, created, walk_digest)`` and
   ``similar_pairs(a, b, shared, hits_a, hits_b, exact_ab, exact_ba)``: the pair
   counts of the last ``sif similar`` run (:mod:`sif.similar`), valid while the
   generation in ``run_key`` is current; ``walk_digest`` is the digest of the stat
   walk that the index matched then (:meth:`sif.walk.RecordColumns.digest`), or
   NULL, so that a re-threshold can tell with a walk alone that nothing changed.
+
+Split from this module, each a function of the store: a commit
+(:mod:`sif.index.commitcols`), compaction and its policy
+(:mod:`sif.index.compaction`), the files a run's plan compares with
+(:mod:`sif.index.known`).
 """
 
 from __future__ import annotations
@@ -74,7 +79,6 @@ import functools
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -86,19 +90,17 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
-from sif.index import compaction, indexdir
+from sif.index import compaction, indexdir, known
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
 from sif.index.commitcols import commit_entries
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
 from sif.index.schema import MIGRATIONS
 from sif.index.segments import Segment
 from sif.index.store import (
-    U32,
     KnownColumns,
     KnownFile,
     NewFile,
     ParamSet,
-    origin_keys,
     param_set,
 )
 
@@ -111,12 +113,6 @@ UNKNOWN_CTIME = -(1 << 63)
 #: DuckDB's memory limit for the writer's catalog connection (its cache and working
 #: memory; a query that needs more spills into the index's ``tmp/``).
 CATALOG_MEMORY = "32MB"
-#: Catalog ids read at a time by :meth:`DuckStore.known_columns`.
-KNOWN_CHUNK = 1 << 16
-#: Merge a parameter set's smallest segments once it has more than this...
-MAX_SEGMENTS = 8
-#: ... and all of them once this share of its rows belongs to dropped files.
-MAX_DEAD_SHARE = 0.25
 
 
 def _own_segment(name: str) -> bool:
@@ -481,81 +477,12 @@ class DuckStore:
         return self.known_columns(params).by_origin()
 
     def known_columns(self, params: FingerprintParams | ParamSet) -> KnownColumns:
-        """One row per live entry (by id). Cost: a scan of ``files`` with no sort and a
-        hash of each origin's bytes (no string is kept: :attr:`KnownColumns.origins`
-        reads the few a run needs again); read :data:`KNOWN_CHUNK` ids at a time, so
-        that the raw origins of only one chunk are held."""
+        """One row per live entry (:func:`sif.index.known.known_columns`)."""
         pid = self._find_params(param_set(params))
         if pid is None:
             return KnownColumns.empty()
-        types = {"id": np.uint32, "dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
-        types |= {"mtime_ns": np.int64, "ctime_ns": np.int64}
         with catalog_errors(os.path.join(self.root, CATALOG)):
-            lo, hi, n = self._con.execute(
-                "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*) FROM files "
-                "WHERE params_id = ?",
-                [pid],
-            ).fetchone()  # type: ignore[misc]
-            out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
-            keys = np.empty(int(n), dtype=np.uint64)
-            checks = np.empty(int(n), dtype=np.uint64)
-            pos = 0
-            for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
-                cols = self._con.execute(
-                    "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, "
-                    f"mtime_ns, coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
-                    "FROM files WHERE params_id = ? AND id >= ? AND id < ? ORDER BY id",
-                    [pid, start, start + KNOWN_CHUNK],
-                ).fetchnumpy()
-                m = len(cols["id"])
-                if pos + m > int(n):
-                    raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
-                raw = cols.pop("origin")
-                keys[pos : pos + m], checks[pos : pos + m] = origin_keys(raw, m)
-                del raw
-                for k, v in cols.items():
-                    out[k][pos : pos + m] = np.asarray(v)
-                pos += m
-                del cols
-        if pos != int(n):
-            raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
-        ids = out["id"]
-        return KnownColumns(
-            keys,
-            checks,
-            ids,
-            out["dev"],
-            out["ino"],
-            out["file_size"],
-            out["mtime_ns"],
-            out["ctime_ns"],
-            origins=functools.partial(self._origins, pid, ids),
-        )
-
-    def _origins(self, pid: int, ids: U32, rows: npt.NDArray[np.int64]) -> list[str]:
-        """The origins (decoded paths on disk) of the entries ``ids[rows]``, in that order."""
-        if not len(rows):
-            return []
-        enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-        want = ids[rows]
-        with catalog_errors(os.path.join(self.root, CATALOG)):
-            self._con.register("sif_want", {"id": want})
-            try:
-                got = self._con.execute(
-                    "SELECT id, coalesce(origin, path) AS origin FROM files "
-                    "WHERE params_id = ? AND id IN (SELECT id FROM sif_want) ORDER BY id",
-                    [pid],
-                ).fetchnumpy()
-            finally:
-                self._con.unregister("sif_want")
-        found = np.asarray(got["id"], dtype=np.uint32)
-        at = np.searchsorted(found, want)
-        if len(found) != len(np.unique(want)) or not np.array_equal(
-            found[np.minimum(at, len(found) - 1)], want
-        ):
-            raise corrupt(os.path.join(self.root, CATALOG), "files changed while read")
-        origin = got["origin"]
-        return [bytes(origin[i]).decode(enc, errors) for i in at.tolist()]
+            return known.known_columns(self, pid)
 
     @_writes
     def commit(
@@ -600,44 +527,8 @@ class DuckStore:
         self._tidy(found)
 
     def _tidy(self, pid: int) -> None:
-        """Compaction, at the end of a run (a run's segments are never merged meanwhile):
-
-        1. a set whose rows are more than :data:`MAX_DEAD_SHARE` dead is merged whole;
-        2. else the segments this run wrote are merged into one (a run of 1 M files
-           commits dozens): the cost is the run's own, not the index's;
-        3. then, while the set has more than :data:`MAX_SEGMENTS` segments, its
-           smallest ones are merged (:func:`sif.index.compaction.to_merge`).
-
-        So an incremental run that changed 1% of the files merges about 1% of the
-        rows, not all of them (on a tree of 100 k files, whose first run left 8
-        segments, the merge of all was 1.9 of its 2.3 s).
-        """
-        written = self.written.pop(pid, [])
-        rows, dead_rows = self._con.execute(
-            "SELECT coalesce(sum(rows), 0), (SELECT coalesce(sum(d.n_fp), 0) FROM dead d "
-            "JOIN segments s ON d.segment = s.id WHERE s.params_id = ?) "
-            "FROM segments WHERE params_id = ?",
-            [pid, pid],
-        ).fetchone()  # type: ignore[misc]
-        if rows and dead_rows > MAX_DEAD_SHARE * rows:
-            self.compact(pid)
-            return
-        sizes = self._segment_rows(pid)
-        if len(set(written) & set(sizes)) > 1:
-            self.compact(pid, sorted(set(written) & set(sizes)))
-            sizes = self._segment_rows(pid)
-        while len(sizes) > MAX_SEGMENTS:
-            self.compact(pid, compaction.to_merge(list(sizes.items())))
-            sizes = self._segment_rows(pid)
-
-    def _segment_rows(self, pid: int) -> dict[int, int]:
-        """The segments of parameter set ``pid``: id -> rows."""
-        return {
-            int(i): int(r)
-            for i, r in self._con.execute(
-                "SELECT id, rows FROM segments WHERE params_id = ?", [pid]
-            ).fetchall()
-        }
+        """Compaction at the end of a run (:func:`sif.index.compaction.tidy`)."""
+        compaction.tidy(self, pid, self.written.pop(pid, []))
 
     @_writes
     def compact(self, pid: int, segments: list[int] | None = None) -> None:

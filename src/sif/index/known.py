@@ -1,0 +1,109 @@
+"""What the catalog knows of the files an index holds, for a run's plan (from ``duck.py``).
+
+:func:`known_columns` reads every live entry of a parameter set as columns
+(:class:`sif.index.store.KnownColumns`: 128-bit keys of the origins, ids,
+device, inode, size, mtime and ctime), :data:`KNOWN_CHUNK` ids at a time;
+:func:`origins` reads the paths of a few of them again, for the files a run
+found changed or did not meet.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from sif.index.checks import corrupt
+from sif.index.store import U32, KnownColumns, origin_keys
+
+if TYPE_CHECKING:
+    from sif.index.duck import DuckStore
+
+#: Catalog ids read at a time by :func:`known_columns`.
+KNOWN_CHUNK = 1 << 16
+
+
+def known_columns(store: DuckStore, pid: int) -> KnownColumns:
+    """One row per live entry of parameter set ``pid`` (by id). Cost: a scan of ``files``
+    with no sort and a hash of each origin's bytes (no string is kept:
+    :attr:`KnownColumns.origins` reads the few a run needs again); read
+    :data:`KNOWN_CHUNK` ids at a time, so that the raw origins of only one chunk are
+    held."""
+    from sif.index.duck import CATALOG, UNKNOWN_CTIME
+
+    con, catalog = store.catalog(), os.path.join(store.root, CATALOG)
+    types = {"id": np.uint32, "dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
+    types |= {"mtime_ns": np.int64, "ctime_ns": np.int64}
+    lo, hi, n = con.execute(
+        "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*) FROM files "
+        "WHERE params_id = ?",
+        [pid],
+    ).fetchone()  # type: ignore[misc]
+    out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
+    keys = np.empty(int(n), dtype=np.uint64)
+    checks = np.empty(int(n), dtype=np.uint64)
+    pos = 0
+    for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
+        cols = con.execute(
+            "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, "
+            f"mtime_ns, coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
+            "FROM files WHERE params_id = ? AND id >= ? AND id < ? ORDER BY id",
+            [pid, start, start + KNOWN_CHUNK],
+        ).fetchnumpy()
+        m = len(cols["id"])
+        if pos + m > int(n):
+            raise corrupt(catalog, "files changed while read")
+        raw = cols.pop("origin")
+        keys[pos : pos + m], checks[pos : pos + m] = origin_keys(raw, m)
+        del raw
+        for k, v in cols.items():
+            out[k][pos : pos + m] = np.asarray(v)
+        pos += m
+        del cols
+    if pos != int(n):
+        raise corrupt(catalog, "files changed while read")
+    ids = out["id"]
+    return KnownColumns(
+        keys,
+        checks,
+        ids,
+        out["dev"],
+        out["ino"],
+        out["file_size"],
+        out["mtime_ns"],
+        out["ctime_ns"],
+        origins=functools.partial(origins, store, pid, ids),
+    )
+
+
+def origins(store: DuckStore, pid: int, ids: U32, rows: npt.NDArray[np.int64]) -> list[str]:
+    """The origins (decoded paths on disk) of the entries ``ids[rows]``, in that order."""
+    from sif.index.duck import CATALOG, catalog_errors
+
+    if not len(rows):
+        return []
+    enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    want = ids[rows]
+    catalog, con = os.path.join(store.root, CATALOG), store.catalog()
+    with catalog_errors(catalog):
+        con.register("sif_want", {"id": want})
+        try:
+            got = con.execute(
+                "SELECT id, coalesce(origin, path) AS origin FROM files "
+                "WHERE params_id = ? AND id IN (SELECT id FROM sif_want) ORDER BY id",
+                [pid],
+            ).fetchnumpy()
+        finally:
+            con.unregister("sif_want")
+    found = np.asarray(got["id"], dtype=np.uint32)
+    at = np.searchsorted(found, want)
+    if len(found) != len(np.unique(want)) or not np.array_equal(
+        found[np.minimum(at, len(found) - 1)], want
+    ):
+        raise corrupt(catalog, "files changed while read")
+    origin = got["origin"]
+    return [bytes(origin[i]).decode(enc, errors) for i in at.tolist()]
