@@ -129,13 +129,15 @@ def test_compaction_in_tiny_pieces_is_the_default(
                 b / "segments" / name / f
             ).read_bytes()
     live = [p for i, p in enumerate(paths) if i % 5]
-    ra, rb = open_reader(a), open_reader(b)
-    got_a = query_files([live[3], live[40]], ra, threshold=10)
-    got_b = query_files(
-        [Path(str(p).replace("/a/", "/b/")) for p in (live[3], live[40])], rb, threshold=10
-    )
-    assert [[(m.path, m.score) for m in r.matches] for r in got_a] == [
-        [(m.path.replace("/b/", "/a/"), m.score) for m in r.matches] for r in got_b
+    # Copies of two indexed files, outside both trees: each finds its original.
+    probes = []
+    for i, p in enumerate((live[3], live[40])):
+        probes.append(tmp_path / f"probe{i}.txt")
+        probes[-1].write_bytes(p.read_bytes())
+    found = {root: _answers(root, probes) for root in (a, b)}
+    assert [[m[0] for m in r] for r in found[a]] == [[str(live[3])], [str(live[40])]]
+    assert found[a] == [
+        [(path.replace("/b/", "/a/"), *rest) for path, *rest in r] for r in found[b]
     ]
 
 
