@@ -354,6 +354,8 @@ def test_a_worker_killed_mid_run_is_retried_and_the_catalog_is_the_same(
 def test_a_task_that_kills_its_worker_too_often_is_one_clear_error(tmp_path: Path) -> None:
     root = tmp_path / "t"
     big_tree(root)
+    for i in range(3):  # more long tasks: the killer, polling the scheduler, sees one
+        write(root / f"z-big{i}/big.txt", text(80 + i, 200_000) * 60)
     with DaskEngine(workers=1, memory_limit="1GB", timeout=60, allowed_failures=0) as eng:
         assert eng.workers() == 1  # started here, not in the killer's thread
         killer = KillAWorker(eng)
@@ -363,7 +365,7 @@ def test_a_task_that_kills_its_worker_too_often_is_one_clear_error(tmp_path: Pat
             )
     # The index is as at its last checkpoint: usable, and the next run completes it.
     stats = build_index([root], tmp_path / "idx", jobs=1)
-    assert stats.new + stats.unchanged == 37
+    assert stats.new + stats.unchanged == 40
     build_index([root], tmp_path / "embedded", jobs=1)
     assert catalog(tmp_path / "idx", root) == catalog(tmp_path / "embedded", root)
 
