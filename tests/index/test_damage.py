@@ -192,9 +192,15 @@ def assert_corrupt(proc: subprocess.CompletedProcess[str], damaged: Path | None 
         assert str(damaged) in lines[0] or str(damaged.parent) in lines[0], lines[0]
 
 
-def assert_recovered(root: Path, idx: Path) -> None:
+def assert_recovered(root: Path, idx: Path, answers: bool = True) -> None:
+    """``--rebuild`` makes a sound index of the same parameters; with ``answers``, it also
+    gives the pristine index's answers (the rebuild is the same whatever the damage: the
+    parametrized tests check those for one kind each, to keep the suite's time)."""
     proc = sif("index", "-q", "-j", "1", "-k", "3", "--rebuild", "--index", idx, root / "t")
     assert proc.returncode == 0, proc.stderr
+    if not answers:
+        assert sif("index", "--verify", "--index", idx).returncode == 0
+        return
     proc = sif("similar", "-j", "1", "-t", "50", "--index", idx, root / "t")
     assert proc.returncode == 0 and "0 files read" in proc.stderr, proc.stderr
     assert proc.stdout.splitlines()[2:4] == [
@@ -224,7 +230,7 @@ def test_damage_is_named_by_every_command_and_rebuild_recovers(
     assert_corrupt(sif("similar", "-q", "-j", "1", "--index", idx, root / "t"), damaged)
     assert_corrupt(sif("index", "-q", "-j", "1", "--index", idx, root / "t"), damaged)
     assert_corrupt(sif("index", "--verify", "--index", idx), damaged)
-    assert_recovered(root, idx)
+    assert_recovered(root, idx, answers=kind == sorted(LENGTH_DAMAGE)[0])
 
 
 @pytest.mark.parametrize("kind", sorted(CONTENT_DAMAGE))
@@ -239,7 +245,7 @@ def test_same_length_damage_is_found_by_the_checksums(
     assert_corrupt(sif("index", "--verify", "--index", idx), damaged)
     assert_corrupt(sif("index", "-q", "-j", "1", "--index", idx, root / "t"), damaged)
     assert_corrupt(sif("similar", "-q", "-j", "1", "--index", idx, root / "t"), damaged)
-    assert_recovered(root, idx)
+    assert_recovered(root, idx, answers=kind == sorted(CONTENT_DAMAGE)[0])
 
 
 def test_a_sound_index_verifies(pristine: Path, tmp_path: Path) -> None:
