@@ -95,13 +95,20 @@ def test_a_row_count_that_disagrees_is_damage(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == []  # the partial segment is gone
 
 
+def _letters_tree(
+    top: Path, n: int, dirs: int, seed: int, size: int = 1500, step: int = 40
+) -> list[Path]:
+    """``n`` files of random letters under ``top/t`` (``size + step * i`` bytes), in
+    ``dirs`` directories."""
+    rng = np.random.default_rng(seed)
+    paths = [top / "t" / f"d{i % dirs}" / f"f{i:03d}.txt" for i in range(n)]
+    for i, p in enumerate(paths):
+        write(p, rng.integers(97, 123, size + step * i, dtype=np.uint8).tobytes())
+    return paths
+
+
 def _tree_and_index(root: Path) -> tuple[Path, list[Path]]:
-    rng = np.random.default_rng(7)
-    paths = []
-    for i in range(150):
-        p = root / "t" / f"d{i % 7}" / f"f{i:03d}.txt"
-        write(p, rng.integers(97, 123, 1500 + 40 * i, dtype=np.uint8).tobytes())
-        paths.append(p)
+    paths = _letters_tree(root, 150, 7, seed=7)
     index = root / "idx"
     # A checkpoint every batch; the second run drops a third of the rows: all merged.
     build_index([root / "t"], index, jobs=1, checkpoint_bytes=20_000)
@@ -214,12 +221,7 @@ def test_an_incremental_run_merges_its_own_rows_not_the_whole_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(build, "BATCH_FILES", 8)  # a commit every 8 files: many segments
-    rng = np.random.default_rng(11)
-    paths = []
-    for i in range(120):
-        p = tmp_path / "t" / f"d{i % 6}" / f"f{i:03d}.txt"
-        write(p, rng.integers(97, 123, 1500 + 40 * i, dtype=np.uint8).tobytes())
-        paths.append(p)
+    paths = _letters_tree(tmp_path, 120, 6, seed=11)
     index = tmp_path / "idx"
     # A checkpoint every batch: the first run writes 15 segments and merges them.
     build_index([tmp_path / "t"], index, jobs=1, checkpoint_bytes=20_000)
@@ -252,10 +254,7 @@ def test_an_incremental_run_tells_paths_apart_even_when_their_keys_collide(
         monkeypatch.setattr(
             store, "origin_key", lambda origin: bytes(8) + xxhash.xxh3_64_digest(origin)
         )
-    rng = np.random.default_rng(5)
-    paths = [tmp_path / "t" / f"d{i % 3}" / f"f{i:02d}.txt" for i in range(30)]
-    for i, p in enumerate(paths):
-        write(p, rng.integers(97, 123, 900 + 50 * i, dtype=np.uint8).tobytes())
+    paths = _letters_tree(tmp_path, 30, 3, seed=5, size=900, step=50)
     index = tmp_path / "idx"
     first = build_index([tmp_path / "t"], index, jobs=1)
     assert (first.new, first.changed, first.unchanged, first.removed) == (30, 0, 0, 0)
