@@ -11,6 +11,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "sif._dirc",
+            ["src/sif/_dirc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
             "sif.actions._fsc",
             ["src/sif/actions/_fsc.c"],
             extra_compile_args=["-O2"],

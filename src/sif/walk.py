@@ -29,14 +29,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from stat import S_ISDIR, S_ISREG
-from typing import Any, NamedTuple
+from typing import Any
 
+from sif.dirread import DirReader, _cause, _Dir, _valid_utf8
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.records import FileRecord, RecordColumns
 from sif.walkoptions import WalkOptions, WalkStats, _Matcher, parse_size, read_path_list
@@ -54,28 +53,6 @@ __all__ = [
 ]
 
 
-def _cause(exc: OSError) -> str:
-    if exc.errno == errno.ENOENT:
-        return "vanished during the scan"
-    if exc.errno == errno.ELOOP:
-        return "symlink loop"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    return exc.strerror or str(exc)
-
-
-def _valid_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-"""How a directory is opened to be read (as ``opendir`` does); ``O_DIRECTORY``
-refuses anything else swapped in, before any open of it could block."""
-
 _Unit = tuple[str, tuple[int, int], int, frozenset[tuple[int, int]]]
 """A directory to walk: its path, its (device, inode), the device of its root,
 and the (device, inode) of itself and its ancestors (to tell a loop)."""
@@ -83,32 +60,6 @@ and the (device, inode) of itself and its ancestors (to tell a loop)."""
 _Root = tuple[str, os.stat_result | None, list[ScanWarning], bool]
 """A root as stat'ed: its normalised path, its ``stat`` (``None`` if that failed),
 the warnings it gave, and whether the name is a symbolic link."""
-
-_Counts = tuple[int, int, int, int]
-"""Of one directory: bytes of its files kept, files filtered out, symlinks skipped,
-special files."""
-
-
-class _Dir(NamedTuple):
-    """One directory as read, whatever path led to it and whichever process read it.
-
-    A function of its path and the options only (neither the visited set nor
-    the ancestors decide anything here), so that reads made by any process,
-    in any order, are taken or left by the one pass that decides the walk
-    (:meth:`Walker._resolve`), as the serial walk would.
-    """
-
-    path: str
-    key: tuple[int, int]
-    start: int
-    """Its files are rows ``start:stop`` of the columns it was read into."""
-    stop: int
-    subdirs: list[str]
-    """The names of its subdirectories (skipped ones left out), in readdir order."""
-    keys: array[int]
-    """Their device and inode, two numbers each."""
-    warnings: list[ScanWarning]
-    counts: _Counts
 
 
 @dataclass
@@ -140,6 +91,7 @@ class Walker:
             lo = max(lo, 1)
         self._min = lo
         self._max = self.options.max_size
+        self._read_dir = DirReader(self.options).read
 
     def _warn(self, path: str, cause: str, skipped: bool = True) -> None:
         self.stats.warnings += skipped
@@ -300,109 +252,6 @@ class Walker:
         for path, st, link in file_roots:
             if not self._under(path, held) and self._keep(os.path.basename(path), path, st):
                 yield self._record(path, st, link)
-
-    def _read_dir(self, dirpath: str, key: tuple[int, int], files: RecordColumns) -> _Dir:
-        """Read one directory: its files go to ``files``; the rest is returned.
-
-        The hot loop of the walk, kept lean: one ``lstat`` per entry, no call per file.
-        """
-        opts = self.options
-        skip_hidden = not opts.hidden
-        exclude = None if self._exclude.empty else self._exclude
-        include = None if self._include.empty else self._include
-        skip = opts.skip_dirs or None
-        follow = opts.follow_symlinks
-        lo = self._min
-        hi = self._max if self._max is not None else 1 << 63
-        add_name, add_dir = files.names.append, files.dir_of.append
-        add_dev, add_ino = files.dev.append, files.ino.append
-        add_size, add_mtime = files.size.append, files.mtime_ns.append
-        add_nlink, add_ctime = files.nlink.append, files.ctime_ns.append
-        add_link = files.symlink.append
-        subdirs: list[str] = []
-        keys = array("Q")
-        add_sub, add_key = subdirs.append, keys.append
-        warnings: list[ScanWarning] = []
-        start = len(files)
-        n_bytes = n_filtered = n_links = n_special = 0
-        dir_no = -1  # registered with the first file kept
-        prefix = dirpath if dirpath.endswith("/") else dirpath + "/"  # as os.path.join
-        dfd = -1
-        try:
-            # Read through a descriptor: each entry's lstat is then an fstatat of
-            # its bare name, with no path for the kernel to walk again.
-            dfd = os.open(dirpath, _DIR_FLAGS)
-            it = os.scandir(dfd)
-        except OSError as exc:
-            if dfd >= 0:
-                os.close(dfd)
-            warnings.append(ScanWarning(dirpath, _cause(exc)))
-            return _Dir(dirpath, key, start, start, subdirs, keys, warnings, (0, 0, 0, 0))
-        try:
-            with it:
-                for entry in it:
-                    name = entry.name
-                    if skip_hidden and name[0] == ".":
-                        continue
-                    # The path is made only where needed: a string less a file.
-                    if exclude is not None and exclude.match(name, prefix + name):
-                        continue
-                    if not name.isascii() and not _valid_utf8(name):
-                        warnings.append(
-                            ScanWarning(
-                                prefix + name, "name is not valid UTF-8 (shown escaped)", False
-                            )
-                        )
-                    try:
-                        if entry.is_symlink():
-                            if not follow:
-                                n_links += 1
-                                continue
-                            link = 1
-                            try:
-                                st = entry.stat()
-                            except FileNotFoundError:
-                                warnings.append(ScanWarning(prefix + name, "broken symlink"))
-                                continue
-                        else:
-                            link = 0
-                            st = entry.stat(follow_symlinks=False)
-                    except OSError as exc:
-                        warnings.append(ScanWarning(prefix + name, _cause(exc)))
-                        continue
-                    mode = st.st_mode
-                    if S_ISREG(mode):
-                        size = st.st_size
-                        if lo <= size <= hi and (
-                            include is None or include.match(name, prefix + name)
-                        ):
-                            n_bytes += size
-                            if dir_no < 0:
-                                dir_no = files.add_dir(dirpath)
-                            add_dir(dir_no)
-                            add_name(name)
-                            add_dev(st.st_dev)
-                            add_ino(st.st_ino)
-                            add_size(size)
-                            add_mtime(st.st_mtime_ns)
-                            add_nlink(st.st_nlink)
-                            add_ctime(st.st_ctime_ns)
-                            add_link(link)
-                        else:
-                            n_filtered += 1
-                    elif S_ISDIR(mode):
-                        if skip is None or (st.st_dev, st.st_ino) not in skip:
-                            add_sub(name)
-                            add_key(st.st_dev)
-                            add_key(st.st_ino)
-                    else:
-                        n_special += 1
-        except OSError as exc:  # readdir itself failed part-way
-            warnings.append(ScanWarning(dirpath, _cause(exc)))
-        finally:
-            os.close(dfd)
-        counts = (n_bytes, n_filtered, n_links, n_special)
-        return _Dir(dirpath, key, start, len(files), subdirs, keys, warnings, counts)
 
     def _children(
         self,
