@@ -59,12 +59,13 @@
 
 enum { K_FILE = 0, K_FILTERED, K_DIR, K_LINK, K_SPECIAL, K_STAT_ERROR };
 
-typedef struct {
+typedef struct { /* 64 bytes an entry: a directory of 10^6 entries holds 64 MB here */
     int kind;
     int err;
-    int bad_utf8;
-    size_t name_off, name_len;
-    struct stat st;
+    unsigned int name_len;
+    unsigned int bad_utf8;
+    size_t name_off;
+    int64_t dev, ino, size, mtime_ns, nlink, ctime_ns;
 } entry;
 
 typedef struct {
@@ -169,35 +170,42 @@ static int read_entries(DIR *dir, int skip_hidden, long long lo, long long hi, i
         entry *e = &l->items[l->n];
         memset(e, 0, sizeof(*e));
         e->name_off = l->used;
-        e->name_len = len;
+        e->name_len = (unsigned int)len; /* NAME_MAX at most */
         memcpy(l->names + l->used, name, len + 1);
         e->bad_utf8 = !valid_utf8((const unsigned char *)name, len);
         int have_stat = 0;
+        struct stat st;
         unsigned char type = trust_type ? d->d_type : DT_UNKNOWN;
         if (type == DT_LNK) {
             e->kind = K_LINK;
         } else {
             int r;
             do {
-                r = fstatat(dfd, name, &e->st, AT_SYMLINK_NOFOLLOW);
+                r = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
             } while (r != 0 && errno == EINTR);
             if (r != 0) {
                 e->kind = K_STAT_ERROR;
                 e->err = errno;
-            } else if (type == DT_UNKNOWN && S_ISLNK(e->st.st_mode)) {
+            } else if (type == DT_UNKNOWN && S_ISLNK(st.st_mode)) {
                 e->kind = K_LINK; /* what DirEntry.is_symlink() says after its lstat */
             } else {
                 have_stat = 1;
             }
         }
         if (have_stat) {
-            mode_t m = e->st.st_mode;
+            mode_t m = st.st_mode;
             if (S_ISREG(m))
-                e->kind = (e->st.st_size >= lo && e->st.st_size <= hi) ? K_FILE : K_FILTERED;
+                e->kind = (st.st_size >= lo && st.st_size <= hi) ? K_FILE : K_FILTERED;
             else if (S_ISDIR(m))
                 e->kind = K_DIR;
             else
                 e->kind = K_SPECIAL;
+            e->dev = (int64_t)st.st_dev;
+            e->ino = (int64_t)st.st_ino;
+            e->size = (int64_t)st.st_size;
+            e->mtime_ns = ns(st.st_mtim);
+            e->nlink = (int64_t)st.st_nlink;
+            e->ctime_ns = ns(st.st_ctim);
         }
         l->used += len + 1;
         l->n++;
@@ -211,7 +219,7 @@ static PyObject *build(listing *l, int dir_err) {
         entry *e = &l->items[i];
         if (e->kind == K_FILE) {
             n_files++;
-            n_bytes += (long long)e->st.st_size;
+            n_bytes += (long long)e->size;
         } else if (e->kind == K_DIR) {
             n_dirs++;
         } else if (e->kind == K_FILTERED) {
@@ -251,17 +259,17 @@ static PyObject *build(listing *l, int dir_err) {
         }
         if (e->kind == K_FILE) {
             PyList_SET_ITEM(names, (Py_ssize_t)f, name); /* steals the reference */
-            col[f] = (int64_t)e->st.st_dev;
-            col[n_files + f] = (int64_t)e->st.st_ino;
-            col[2 * n_files + f] = (int64_t)e->st.st_size;
-            col[3 * n_files + f] = ns(e->st.st_mtim);
-            col[4 * n_files + f] = (int64_t)e->st.st_nlink;
-            col[5 * n_files + f] = ns(e->st.st_ctim);
+            col[f] = e->dev;
+            col[n_files + f] = e->ino;
+            col[2 * n_files + f] = e->size;
+            col[3 * n_files + f] = e->mtime_ns;
+            col[4 * n_files + f] = e->nlink;
+            col[5 * n_files + f] = e->ctime_ns;
             f++;
         } else if (e->kind == K_DIR) {
             PyList_SET_ITEM(subdirs, (Py_ssize_t)s, name);
-            key[2 * s] = (uint64_t)e->st.st_dev;
-            key[2 * s + 1] = (uint64_t)e->st.st_ino;
+            key[2 * s] = (uint64_t)e->dev;
+            key[2 * s + 1] = (uint64_t)e->ino;
             s++;
         } else if (e->kind == K_STAT_ERROR) {
             PyObject *p = Py_BuildValue("(iOi)", 1, name, e->err);
