@@ -94,15 +94,15 @@ def _compiled_fits(table: _Table) -> bool:
         type(table.dirs) is list
         and type(table.names) is list
         and all(
-            isinstance(col, array) and col.typecode == code
-            for col, code in (
-                (table.dir_of, "I"),
-                (table.symlink, "B"),
-                (table.dev, "Q"),
-                (table.ino, "Q"),
-                (table.size, "q"),
-                (table.mtime_ns, "q"),
-                (table.ctime_ns, "q"),
+            isinstance(col, array) and col.typecode == code and col.itemsize == itemsize
+            for col, code, itemsize in (
+                (table.dir_of, "I", 4),
+                (table.symlink, "B", 1),
+                (table.dev, "Q", 8),
+                (table.ino, "Q", 8),
+                (table.size, "q", 8),
+                (table.mtime_ns, "q", 8),
+                (table.ctime_ns, "q", 8),
             )
         )
     )
