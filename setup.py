@@ -1,4 +1,5 @@
-"""The compiled winnowing kernel (an optional extension: without a compiler, sif uses numba)."""
+"""The optional compiled extensions: without a compiler, sif runs the same code in Python
+(numba for the winnowing kernel)."""
 
 from setuptools import Extension, setup
 
@@ -19,6 +20,12 @@ setup(
         Extension(
             "sif.actions._fsc",
             ["src/sif/actions/_fsc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "sif.exact._firstc",
+            ["src/sif/exact/_firstc.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

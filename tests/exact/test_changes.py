@@ -21,6 +21,9 @@ from sif.exact.pipeline import FIRST_BLOCK, ReplicaFinder, _Table
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
 from treeutil import deadline, write
 
+# Each test runs with the compiled loop of the first blocks and with the Python one.
+pytestmark = pytest.mark.usefixtures("first_loop")
+
 
 def walked(*roots: Path, **opts: object) -> RecordColumns:
     cols, _ = parallel_walk([str(r) for r in roots], WalkOptions(**opts))  # type: ignore[arg-type]
@@ -56,13 +59,17 @@ def test_file_rewritten_with_mtime_restored_is_dropped(tmp_path: Path) -> None:
 
 
 def change_after_first_read(
-    monkeypatch: pytest.MonkeyPatch, victim: Path, change: Callable[[], None]
+    monkeypatch: pytest.MonkeyPatch,
+    row_by_row: Callable[[Callable[[str], None]], object],
+    victim: Path,
+    change: Callable[[], None],
 ) -> None:
     """Make ``change`` happen on disk right after sif's first read of ``victim``.
 
-    Both ways sif reads: :meth:`_Table.read`, and the lean loop of the first
-    blocks, which calls ``os.pread`` itself (the file read is known by its
-    descriptor, through ``/proc/self/fd``).
+    Every way sif reads: :meth:`_Table.read`; the lean loop of the first
+    blocks in Python, which calls ``os.pread`` itself (the file read is known
+    by its descriptor, through ``/proc/self/fd``); and the compiled one, given
+    one row at a time (``row_by_row``).
     """
     read, pread = _Table.read, os.pread
     done = False
@@ -85,8 +92,13 @@ def change_after_first_read(
             then_change()
         return got
 
+    def row_then_change(path: str) -> None:
+        if not done and path == str(victim):
+            then_change()
+
     monkeypatch.setattr(_Table, "read", read_then_change)
     monkeypatch.setattr(os, "pread", pread_then_change)
+    row_by_row(row_then_change)
 
 
 X1, X2 = b"x" * FIRST_BLOCK, b"X" * FIRST_BLOCK
@@ -121,7 +133,11 @@ def rename_over(source: Path, path: Path) -> Callable[[], None]:
 @pytest.mark.parametrize("keep_open", [8, 0])
 @pytest.mark.parametrize("how", ["rewritten, mtime kept", "appended", "truncated", "renamed over"])
 def test_file_changed_between_its_blocks_is_dropped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, keep_open: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    row_by_row: Callable[[Callable[[str], None]], object],
+    how: str,
+    keep_open: int,
 ) -> None:
     # a and b agree in their first block, differ after it. Once sif has read
     # a's first block, a becomes X2+Y2, whose rest equals b's: without the
@@ -141,7 +157,7 @@ def test_file_changed_between_its_blocks_is_dropped(
     cols = walked(a, b, c)
     # Kept open from the first block (8), or opened again for the later ones (0).
     monkeypatch.setattr(rounds, "KEEP_OPEN_SHARE", keep_open)
-    change_after_first_read(monkeypatch, a, change)
+    change_after_first_read(monkeypatch, row_by_row, a, change)
     groups, warnings = compare(cols)
     assert groups == [[str(b), str(c)]]
     assert [w.path for w in warnings] == [str(a)]
@@ -151,7 +167,11 @@ def test_file_changed_between_its_blocks_is_dropped(
 @pytest.mark.parametrize("keep_open", [8, 0])
 @pytest.mark.parametrize("how", ["rewritten, mtime kept", "renamed over", "removed"])
 def test_small_file_changed_right_after_its_only_read_is_dropped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, keep_open: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    row_by_row: Callable[[Callable[[str], None]], object],
+    how: str,
+    keep_open: int,
 ) -> None:
     # One block each: the first read is the last. a's bytes were read as those of
     # b and c; then a changes. The read itself skips its fstat (a file whose block
@@ -168,7 +188,7 @@ def test_small_file_changed_right_after_its_only_read_is_dropped(
     cols = walked(a, b, c)
     # Checked through the descriptor kept open (8), or by name (0).
     monkeypatch.setattr(rounds, "KEEP_OPEN_SHARE", keep_open)
-    change_after_first_read(monkeypatch, a, change)
+    change_after_first_read(monkeypatch, row_by_row, a, change)
     groups, warnings = compare(cols)
     assert groups == [[str(b), str(c)]]
     cause = {

@@ -15,6 +15,7 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fswatch import watching
 from sif.events import ScanWarning
 from sif.exact import DupesStats, block_schedule, find_duplicates
 from sif.exact.pipeline import FIRST_BLOCK, MAX_BLOCK
@@ -41,6 +42,7 @@ def naive_groups(root: Path | str) -> set[frozenset[str]]:
     return {frozenset(v.values()) for v in by_key.values() if len(v) > 1}
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_small_and_large_groups(tmp_path: Path) -> None:
     data = os.urandom(300_000)
     write(tmp_path / "big1", data)
@@ -62,6 +64,7 @@ def test_small_and_large_groups(tmp_path: Path) -> None:
     assert stats.bytes_read == 3 * 300_000 + 3 * 6
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_file_leaves_after_first_differing_block(tmp_path: Path) -> None:
     data = os.urandom(2_000_000)
     write(tmp_path / "a", data)
@@ -72,6 +75,7 @@ def test_file_leaves_after_first_differing_block(tmp_path: Path) -> None:
     assert stats.bytes_read == 2 * 2_000_000 + FIRST_BLOCK
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_hardlinks_are_one_file(tmp_path: Path) -> None:
     write(tmp_path / "a", b"same")
     os.link(tmp_path / "a", tmp_path / "a-link")
@@ -94,6 +98,7 @@ def test_empty_files_only_with_empty(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_most_files_in_one_group(tmp_path: Path) -> None:
     data = os.urandom(200_000)
     for i in range(60):
@@ -115,6 +120,7 @@ def test_block_schedule_grows_geometrically() -> None:
     assert block_schedule(FIRST_BLOCK + 1) == [FIRST_BLOCK, 1]
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_memory_budget_bounds_kept_blocks_and_stays_exact(tmp_path: Path) -> None:
     # 40 files of one size that all differ in their third block, two by two:
     # with a budget of two blocks, most representatives are hash-only and
@@ -156,6 +162,7 @@ class ChangeAfterFirstRead:
         pass
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_file_changed_while_read_is_dropped(tmp_path: Path) -> None:
     data = os.urandom(100_000)
     for n in ("a", "b", "c"):
@@ -174,6 +181,7 @@ def test_file_changed_while_read_is_dropped(tmp_path: Path) -> None:
     assert [sorted(g.paths) for g in groups] == [[str(tmp_path / "b"), str(tmp_path / "c")]]
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_vanished_file_is_a_warning(tmp_path: Path) -> None:
     data = os.urandom(10_000)
     for n in ("a", "b", "c"):
@@ -197,7 +205,9 @@ def test_vanished_file_is_a_warning(tmp_path: Path) -> None:
 
 UNREADABLE_SCRIPT = r"""
 import os, sys, json
-from sif.exact import find_duplicates
+from sif.exact import find_duplicates, first
+if sys.argv[2] == "python":
+    first._firstc = None  # the loop of the first blocks without the extension
 if os.geteuid() == 0:
     os.setgid(65534); os.setuid(65534)  # root reads everything: drop to nobody
 warnings = []
@@ -208,7 +218,7 @@ print(json.dumps({"groups": groups, "warnings": [[w.path, w.cause] for w in warn
 """
 
 
-def test_unreadable_file_and_directory_are_warnings() -> None:
+def test_unreadable_file_and_directory_are_warnings(first_loop: str) -> None:
     import json
 
     with tempfile.TemporaryDirectory() as top:
@@ -222,7 +232,7 @@ def test_unreadable_file_and_directory_are_warnings() -> None:
             for n in ("a", "b"):
                 os.chmod(os.path.join(d, n), 0o644)
         out = subprocess.run(
-            [sys.executable, "-c", UNREADABLE_SCRIPT, top],
+            [sys.executable, "-c", UNREADABLE_SCRIPT, top, first_loop],
             capture_output=True,
             text=True,
             check=True,
@@ -236,7 +246,7 @@ def test_unreadable_file_and_directory_are_warnings() -> None:
     ]
 
 
-def test_group_larger_than_open_file_limit(tmp_path: Path) -> None:
+def test_group_larger_than_open_file_limit(tmp_path: Path, first_loop: str) -> None:
     data = os.urandom(5000)
     for i in range(300):
         write(tmp_path / f"f{i:03}", data)
@@ -244,12 +254,16 @@ def test_group_larger_than_open_file_limit(tmp_path: Path) -> None:
         "import resource, sys\n"
         "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
-        "from sif.exact import find_duplicates\n"
+        "from sif.exact import find_duplicates, first\n"
+        "if sys.argv[2] == 'python': first._firstc = None\n"
         "[g] = find_duplicates([sys.argv[1]])\n"
         "print(len(g.replicas))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", script, str(tmp_path), first_loop],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == "300"
 
@@ -275,7 +289,12 @@ def near_identical_trees(draw: st.DrawFn) -> list[tuple[str, bytes]]:
     return files
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.usefixtures("first_loop")  # the same loop for every example of a run
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(near_identical_trees(), st.sampled_from([1, 2]))
 def test_groups_equal_naive_sha256_grouping(files: list[tuple[str, bytes]], jobs: int) -> None:
     with tempfile.TemporaryDirectory() as top:
@@ -284,6 +303,7 @@ def test_groups_equal_naive_sha256_grouping(files: list[tuple[str, bytes]], jobs
         assert groups_of(top, jobs=jobs) == naive_groups(top)
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_parallel_workers_agree_with_one_process(tmp_path: Path, monkeypatch: object) -> None:
     import sif.exact.pipeline as pipeline
 
@@ -300,6 +320,7 @@ def test_parallel_workers_agree_with_one_process(tmp_path: Path, monkeypatch: ob
     assert stats.bytes_read > 0
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_many_distinct_small_files_of_one_size_stay_within_budget(tmp_path: Path) -> None:
     for i in range(200):
         write(tmp_path / f"s{i:03}", (i // 2).to_bytes(2, "big") * 1000)  # pairs, 2000 bytes
@@ -354,22 +375,16 @@ def test_corrupt_archive_is_a_warning(tmp_path: Path) -> None:
     assert [w.path for w in warnings] == [str(tmp_path / "bad.zip")]
 
 
-def first_reads(monkeypatch: object, run: object) -> list[str]:
-    """The files whose first block ``run()`` read, in the order read (seen at ``os.pread``)."""
-    seen: list[str] = []
-    pread = os.pread
-
-    def spy(fd: int, n: int, offset: int) -> bytes:
-        if offset == 0:
-            seen.append(os.readlink(f"/proc/self/fd/{fd}"))
-        return pread(fd, n, offset)
-
-    monkeypatch.setattr(os, "pread", spy)  # type: ignore[attr-defined]
-    run()  # type: ignore[operator]
-    return seen
+def first_reads(root: Path, run: object) -> list[str]:
+    """The files under ``root`` whose first block ``run()`` read, in the order read (as the
+    kernel saw it: the compiled loop's reads are no Python call to spy on)."""
+    with watching(root) as seen:
+        run()  # type: ignore[operator]
+    return seen.first_reads
 
 
 @pytest.mark.parametrize("keep_open", [8, 0])
+@pytest.mark.usefixtures("first_loop")
 def test_each_file_is_opened_once_whatever_its_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_open: int
 ) -> None:
@@ -390,38 +405,30 @@ def test_each_file_is_opened_once_whatever_its_blocks(
         "s2": data[:3000],
     }.items():
         write(tmp_path / name, body)
-    opened: list[str] = []
-    real_open = os.open
-
-    def spy(path: str, flags: int, *args: object, **kw: object) -> int:
-        opened.append(os.fsdecode(path))
-        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "open", spy)
     stats = DupesStats()
-    got = groups_of(tmp_path, jobs=1, stats=stats)
-    monkeypatch.undo()
+    with watching(tmp_path) as seen:
+        got = groups_of(tmp_path, jobs=1, stats=stats)
     assert got == naive_groups(tmp_path)
     files = sorted(str(tmp_path / n) for n in ("a", "b", "c", "d", "s1", "s2"))
     again = [] if keep_open else [str(tmp_path / n) for n in ("a", "b", "c")]
-    assert sorted(p for p in opened if p in files) == sorted(files + again)
+    assert sorted(seen.opened) == sorted(files + again)
     assert stats.bytes_read == 3 * len(data) + FIRST_BLOCK + 2 * 3000
 
 
-def test_first_blocks_are_read_in_inode_order_across_sizes(
-    tmp_path: Path, monkeypatch: object
-) -> None:
+@pytest.mark.usefixtures("first_loop")
+def test_first_blocks_are_read_in_inode_order_across_sizes(tmp_path: Path) -> None:
     # Files made largest first: by size they would be read in the reverse of
     # their inode order (the order of their creation, on most file systems).
     for k in range(6):
         for copy in "ab":
             write(tmp_path / f"s{k}{copy}", bytes([k]) * (6000 - 100 * k) + copy.encode())
     ino = {str(p): os.stat(p).st_ino for p in tmp_path.iterdir()}
-    seen = first_reads(monkeypatch, lambda: groups_of(tmp_path, jobs=1))
+    seen = first_reads(tmp_path, lambda: groups_of(tmp_path, jobs=1))
     assert sorted(seen) == sorted(ino)  # each file's first block read once
     assert seen == sorted(seen, key=ino.__getitem__)
 
 
+@pytest.mark.usefixtures("first_loop")
 def test_first_blocks_in_batches_of_the_memory_budget_stay_exact(
     tmp_path: Path, monkeypatch: object
 ) -> None:

@@ -66,9 +66,10 @@ than the open-file limit work.
 ``close``; per later block ``preadv`` and ``fstat`` through the descriptor
 kept open (``open``, ``fstat``, ``preadv``, ``fstat``, ``close`` where none
 is); one more ``fstat`` for a file read whole that ends in a group; and a few
-hundred nanoseconds of Python (:meth:`_Refiner._first_batch` and
-:meth:`_Table.read` are the hot functions; anything unusual falls back to
-:func:`sif.fileio.open_regular`, which names the cause).
+hundred nanoseconds of Python (:func:`sif.exact.first.read_first`, in C
+where ``sif.exact._firstc`` is built, and :meth:`_Table.read` are the hot
+functions; anything unusual falls back to :func:`sif.fileio.open_regular`,
+which names the cause).
 """
 
 from __future__ import annotations
@@ -78,12 +79,12 @@ import resource
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from stat import S_ISREG
 from typing import Any, cast
 
 import xxhash
 
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
+from sif.exact.first import read_first
 from sif.exact.table import CHANGED, _Table
 
 __all__ = ["CHANGED", "DEFAULT_MEMORY_BUDGET", "FIRST_BLOCK", "GROWTH", "MAX_BLOCK", "_Table"]
@@ -311,10 +312,10 @@ class _Refiner:
         """Read the first block of every member of ``groups``, in inode order; split them;
         read the groups still tied to their end (:meth:`_rest`).
 
-        The hot loop of a tree of mostly unique files, kept lean: ``open``,
-        ``fstat``, ``pread`` and a few comparisons a file, inline.
-        The ``fstat`` comes before the read: only the regular file the walk
-        saw (device, inode, size, mtime, ctime) is read. Anything else (a
+        The first blocks are :func:`sif.exact.first.read_first`'s (the hot
+        loop of a tree of mostly unique files; compiled where the extension is
+        built). The ``fstat`` comes before the read: only the regular file the
+        walk saw (device, inode, size, mtime, ctime) is read. Anything else (a
         failed open, a file replaced or changed, a short read) goes through
         :meth:`_Table.read`, which reads it the careful way or names the
         cause. Every file read stays open (up to :attr:`hold` of them) until
@@ -322,61 +323,12 @@ class _Refiner:
         group is known (:meth:`_split_first`), a larger one reads its next
         blocks through it: one ``open`` a file, whatever its number of blocks.
         """
-        table = self.table
-        dirs, dir_of, names, symlink = table.dirs, table.dir_of, table.names, table.symlink
-        dev, ino, size = table.dev, table.ino, table.size
-        mtime_ns, ctime_ns = table.mtime_ns, table.ctime_ns
         rows = [i for g in groups for i in g.members]
-        rows.sort(key=ino.__getitem__)
-        got: dict[int, bytes | bytearray | str] = {}
-        keys: dict[int, int] = {}  # the xxh3-64 of each block read
-        h64 = xxhash.xxh3_64_intdigest
+        rows.sort(key=self.table.ino.__getitem__)
         fds: dict[int, int] = {}  # the files kept open for their next blocks
         hold = self.hold if self.keep_open else 0
-        flags = table.flags
-        open_, fstat, pread, close = os.open, os.fstat, os.pread, os.close
         try:
-            for i in rows:
-                n = size[i]
-                if n > FIRST_BLOCK:
-                    n = FIRST_BLOCK
-                try:
-                    fd = open_(dirs[dir_of[i]] + names[i], flags[symlink[i]])
-                except OSError:
-                    res = got[i] = table.read(i, 0, n, None, False)  # says why (or drops O_NOATIME)
-                    if not isinstance(res, str):
-                        keys[i] = h64(res)
-                    flags = table.flags
-                    continue
-                data: bytes | None = None
-                try:
-                    st = fstat(fd)
-                    if (
-                        st.st_ino == ino[i]
-                        and st.st_dev == dev[i]
-                        and S_ISREG(st.st_mode)
-                        and st.st_size == size[i]
-                        and st.st_mtime_ns == mtime_ns[i]
-                        and st.st_ctime_ns == ctime_ns[i]
-                    ):
-                        data = pread(fd, n, 0)
-                except OSError:
-                    pass
-                except BaseException:
-                    close(fd)
-                    raise
-                if data is not None and len(data) == n:
-                    got[i] = data
-                    keys[i] = h64(data)
-                    if len(fds) < hold:
-                        fds[i] = fd
-                        continue
-                    close(fd)
-                else:
-                    close(fd)
-                    res = got[i] = table.read(i, 0, n)
-                    if not isinstance(res, str):
-                        keys[i] = h64(res)
+            got, keys = read_first(self.table, rows, FIRST_BLOCK, hold, fds)
             before = self.outcome.bytes_read
             found = len(self.outcome.groups)
             tied: list[_Tied] = []
@@ -392,7 +344,7 @@ class _Refiner:
             self._rest(tied, fds)
         finally:
             for fd in fds.values():
-                close(fd)
+                os.close(fd)
 
     def _split_first(
         self,
