@@ -38,7 +38,7 @@ from typing import Any
 from sif.dirread import DirReader, _cause, _Dir, _valid_utf8
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.records import FileRecord, RecordColumns
-from sif.walkoptions import WalkOptions, WalkStats, _Matcher, parse_size, read_path_list
+from sif.walkoptions import WalkOptions, WalkStats, parse_size, read_path_list
 
 __all__ = [
     "FileRecord",
@@ -83,26 +83,19 @@ class Walker:
     stats: WalkStats = field(default_factory=WalkStats)
 
     def __post_init__(self) -> None:
-        self._include = _Matcher(self.options.include)
-        self._exclude = _Matcher(self.options.exclude)
         self._visited: set[tuple[int, int]] = set()
-        lo = self.options.min_size
-        if not self.options.empty:
-            lo = max(lo, 1)
-        self._min = lo
-        self._max = self.options.max_size
-        self._read_dir = DirReader(self.options).read
+        self._reader = DirReader(self.options)  # its filters serve the file roots too
+        self._read_dir = self._reader.read
 
     def _warn(self, path: str, cause: str, skipped: bool = True) -> None:
         self.stats.warnings += skipped
         self.on_warning(ScanWarning(path, cause, skipped))
 
     def _keep(self, name: str, path: str, st: os.stat_result) -> bool:
-        size = st.st_size
-        if size < self._min or (self._max is not None and size > self._max):
-            self.stats.filtered += 1
-            return False
-        if not self._include.empty and not self._include.match(name, path):
+        reader = self._reader
+        if not reader.lo <= st.st_size <= reader.hi or (
+            reader.include is not None and not reader.include.match(name, path)
+        ):
             self.stats.filtered += 1
             return False
         return True
