@@ -50,7 +50,8 @@ class WindowSets:
     small files' windows a file holds (:mod:`sif.similar.smallpass`).
     ``sizes``: check content by its indexed size alone, not its digest
     (``digests`` unused): for a pass that only picks candidates, which are
-    checked byte for byte when scored.
+    checked byte for byte when scored. ``shifts``: by id, the window sample a
+    set keeps (:func:`sif.core.exactsets.in_sample`; absent: every window).
     """
 
     def __init__(
@@ -63,10 +64,12 @@ class WindowSets:
         jit: bool = True,
         make: Callable[[bytes], Any] | None = None,
         sizes: dict[int, int] | None = None,
+        shifts: dict[int, int] | None = None,
     ) -> None:
         self.window = window
         self.make = make
         self.sizes = sizes
+        self.shifts = shifts or {}
         self.jit = jit
         self.budget = budget
         self.normalize = normalize
@@ -158,7 +161,7 @@ class WindowSets:
         if self.make is not None:
             self._keep(fid, self.make(data))
             return True
-        self._keep(fid, _sets.window_set(data, self.window, self.jit))
+        self._keep(fid, _sets.window_set(data, self.window, self.jit, self.shifts.get(fid, 0)))
         return True
 
     def _keep(self, fid: int, s: I64 | None) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sif.index.duck import SCHEMA_VERSION
 from treeutil import write
 
 
@@ -36,9 +37,8 @@ def test_info_shows_the_sets_in_words_with_entries_size_and_last_run(corpus: Pat
     proc = sif("index", "--info", "--index", idx)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert (
-        lines[0].startswith(f"index {idx}: ") and "on disk, schema 6, 2 parameter sets" in lines[0]
-    )
+    want = f"on disk, schema {SCHEMA_VERSION}, 2 parameter sets"
+    assert lines[0].startswith(f"index {idx}: ") and want in lines[0]
     assert lines[1] == "  winnow w=50 k=3 min-fingerprints=20 normalize=auto"
     assert lines[2].startswith("    5 entries, ") and lines[2].endswith(" in 1 segment")
     assert lines[3].startswith("    last run ") and lines[3].endswith(f" UTC: {t}")

@@ -250,7 +250,13 @@ def similar(
         how = "reused stored pairs" if s.reused else f"{s.fingerprints:,} fingerprints collated"
         exact_note = (
             f"; {s.exact_pairs:,} pairs scored exactly ({s.exact_files_read:,} files, "
-            f"{human_size(s.exact_bytes_read)} read, {s.seconds_exact:.2f} s)"
+            f"{human_size(s.exact_bytes_read)} read, {s.seconds_exact:.2f} s"
+            + (
+                f"; {s.sampled_pairs:,} pairs of large files on a window sample"
+                if s.sampled_pairs
+                else ""
+            )
+            + ")"
             if options.exact or s.exact_pairs  # pairs of small files: scored in every run
             else ""
         )
@@ -262,6 +268,8 @@ def similar(
             )
         if s.estimated:
             exact_note += f"; {s.estimated:,} scores are estimates (~)"
+            if s.sampled:
+                exact_note += f", {s.sampled:,} of them on a window sample (within 1 point)"
             if s.exact_changed:
                 exact_note += f", {s.exact_changed:,} files changed since indexed"
         made = f"{len(result.sets):,} sets" if sets else f"{len(result.groups):,} groups"

@@ -70,3 +70,24 @@ def score_bounds(shared: npt.ArrayLike, score: npt.ArrayLike, z: float) -> tuple
     per = np.where(k > 0, s / np.maximum(k, 1.0), 0.0)  # the score of one fingerprint
     upper = np.where(k > 0, per * hi, s)
     return np.minimum(per * lo, s), np.minimum(np.maximum(upper, s), 100.0)
+
+
+def share_bounds(share: npt.ArrayLike, n: npt.ArrayLike, z: float) -> tuple[F64, F64]:
+    """(lower, upper) Wilson bounds, in percent, of a binomial ``share`` (a fraction) of ``n``.
+
+    The interval of a score taken on a window sample (:data:`sif.similar.exact.SAMPLE_FROM`):
+    the intersection's values over the ``n`` values of the smaller file's
+    sample, each in the other file's sample or not. The sample is a share of
+    the whole set drawn without replacement, so the binomial bounds are on the
+    safe side. ``n`` 0 gives [share, share]. Vectorised; O(n).
+    """
+    p = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
+    m = np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m1 = np.maximum(m, 1.0)
+        z2 = z * z / m1
+        mid = (p + z2 / 2) / (1 + z2)
+        half = z * np.sqrt(p * (1 - p) / m1 + z2 / (4 * m1)) / (1 + z2)
+    lo = np.where(m > 0, np.clip(mid - half, 0.0, p), p)
+    hi = np.where(m > 0, np.clip(mid + half, p, 1.0), p)
+    return 100.0 * lo, 100.0 * hi

@@ -51,12 +51,15 @@ def window_set(
     data: bytes | bytearray | memoryview | U8,
     window: int = WINDOW,
     jit: bool | None = False,
+    shift: int = 0,
 ) -> I64:
     """S(X): the distinct Karp-Rabin values of every ``window``-byte substring, sorted.
 
     ``jit``: ``True`` for the numba form, ``False`` for numpy, ``None`` to
-    choose (numba when it is loaded and the input is large). Cost: O(n log n)
-    for n bytes (a value per window, then a sort); 8 bytes a window.
+    choose (numba when it is loaded and the input is large). ``shift``: only
+    the values of the sample of rate ``2^-shift`` (:func:`in_sample`; 0: all).
+    Cost: O(n log n) for n bytes (a value per window, then a sort of those
+    kept); 8 bytes a value kept.
     """
     arr = as_bytes_array(data)
     if len(arr) < window:
@@ -66,8 +69,57 @@ def window_set(
 
         jit = len(arr) >= JIT_BYTES and "numba" in sys.modules
     if jit:
-        return window_set_jit(arr, window)
-    return _distinct_sorted(karp_rabin(arr, window).view(np.int64))
+        return window_set_jit(arr, window, shift=shift)
+    values = karp_rabin(arr, window).view(np.int64)
+    if shift:
+        values = values[in_sample(values, shift)]
+    return _distinct_sorted(values)
+
+
+#: The salt of the window sample's hash: see :data:`sif.core.exactkernels.SAMPLE_SALT`.
+SAMPLE_SALT = 0x9E3779B97F4A7C15
+
+
+def in_sample(values: I64, shift: int) -> npt.NDArray[np.bool_]:
+    """Which window values are in the sample of rate ``2^-shift`` (numpy form).
+
+    A value is kept when the top ``shift`` bits of fmix64(value ^ salt) are
+    zero: a choice by value, so that two files keep the same windows of what
+    they share, and nested (the sample at ``shift + 1`` is part of the one at
+    ``shift``). Then |S_r(A) ∩ S_r(B)| / |S_r(A)| estimates C(A,B) as a
+    binomial share of |S_r(A)| values. ``shift`` 0: every value.
+    """
+    if shift <= 0:
+        return np.ones(len(values), dtype=bool)
+    from sif.core.rolling import FMIX_C1, FMIX_C2
+
+    with np.errstate(over="ignore"):
+        y = values.view(np.uint64) ^ np.uint64(SAMPLE_SALT)
+        y ^= y >> np.uint64(33)
+        y *= np.uint64(FMIX_C1)
+        y ^= y >> np.uint64(33)
+        y *= np.uint64(FMIX_C2)
+        y ^= y >> np.uint64(33)
+    return (y >> np.uint64(64 - shift)) == 0
+
+
+def sampled(s: I64, shift: int, jit: bool = False) -> I64:
+    """The values of the sorted set ``s`` in the sample of rate ``2^-shift``, sorted (a copy)."""
+    if shift <= 0:
+        return s
+    if not jit:
+        return s[in_sample(s, shift)]
+    out = s.copy()
+    return out[: int(_compiled()["sample_keep"](out, shift))]
+
+
+def sample_size(s: I64, shift: int, jit: bool = False) -> int:
+    """How many values of ``s`` are in the sample of rate ``2^-shift``."""
+    if shift <= 0:
+        return len(s)
+    if not jit:
+        return int(np.count_nonzero(in_sample(s, shift)))
+    return int(_compiled()["sample_count"](s, shift))
 
 
 def intersection_size(sa: I64, sb: I64) -> int:
@@ -104,17 +156,22 @@ def _compiled() -> dict[str, Any]:
         _kernels["count_in"] = exactkernels.count_in
         _kernels["filter"] = exactkernels.bit_filter
         _kernels["probe"] = exactkernels.probe_hits
+        _kernels["sample_keep"] = exactkernels.sample_keep
+        _kernels["sample_count"] = exactkernels.sample_count
     return _kernels
 
 
-def window_set_jit(data: U8, window: int = WINDOW, base: int = BASE) -> I64:
-    """:func:`window_set` by the numba kernels: a rolling hash, a sort, a mask."""
+def window_set_jit(data: U8, window: int = WINDOW, base: int = BASE, shift: int = 0) -> I64:
+    """:func:`window_set` by the numba kernels: a rolling hash, the sample, a sort, a mask."""
     arr = as_bytes_array(data)
     if len(arr) < window:
         return np.empty(0, dtype=np.int64)
     k = _compiled()
     out = np.empty(len(arr) - window + 1, dtype=np.uint64)
     values = k["values"](arr, window, np.uint64(base), _top_power(base, window), out).view(np.int64)
+    if shift > 0:
+        kept = int(k["sample_keep"](values, shift))
+        values = values[:kept].copy() if kept < len(values) // 8 else values[:kept]
     values.sort()
     n = int(k["distinct"](values))  # in place: the distinct values first
     return values[:n] if n > len(values) - len(values) // 8 else values[:n].copy()
@@ -195,8 +252,11 @@ __all__ = [
     "JIT_BYTES",
     "IndexedSet",
     "containment",
+    "in_sample",
     "intersection_size",
     "intersection_size_jit",
+    "sample_size",
+    "sampled",
     "window_set",
     "window_set_jit",
 ]

@@ -60,8 +60,10 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 - ``dead(id, segment, n_fp)``: files dropped whose rows remain in a segment
   until a compaction merges it (:func:`sif.index.compaction.tidy`);
 - ``similar_runs(run_key, stopped, pairs, created, walk_digest)`` and
-  ``similar_pairs(a, b, shared, hits_a, hits_b, exact_ab, exact_ba)``: the pair
-  counts of the last ``sif similar`` run (:mod:`sif.similar`), valid while the
+  ``similar_pairs(a, b, shared, hits_a, hits_b, exact_ab, exact_ba, exact_n)``: the pair
+  counts of the last ``sif similar`` run (:mod:`sif.similar`) and their scores
+  (``exact_n``: the values of the window sample a score of two large files was
+  taken on, NULL when it is over every window, since schema 7), valid while the
   generation in ``run_key`` is current; ``walk_digest`` is the digest of the stat
   walk that the index matched then (:meth:`sif.walk.RecordColumns.digest`), or
   NULL, so that a re-threshold can tell with a walk alone that nothing changed.
@@ -105,7 +107,7 @@ from sif.index.store import (
 )
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)

@@ -278,6 +278,8 @@ class MemoryIndex:
     def store_pairs(self, key: str, cols: Columns, stopped: int, walk_digest: str | None) -> None:
         names = ("a", "b", "shared", "hits_a", "hits_b", "exact_ab", "exact_ba")
         self._pairs = {k: np.array(cols[k]) for k in names}
+        n = cols.get("exact_n")
+        self._pairs["exact_n"] = np.zeros(len(cols["a"]), np.uint32) if n is None else np.array(n)
         self._run = (key, stopped, walk_digest)
 
     def set_walk_digest(self, key: str, digest: str | None) -> None:
@@ -297,3 +299,5 @@ class MemoryIndex:
             if i is not None and done[i]:
                 self._pairs["exact_ab"][j] = cols["exact_ab"][i]
                 self._pairs["exact_ba"][j] = cols["exact_ba"][i]
+                if "exact_n" in cols:
+                    self._pairs["exact_n"][j] = cols["exact_n"][i]

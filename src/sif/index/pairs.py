@@ -321,11 +321,13 @@ def load_pairs(con: Any, key: str) -> tuple[dict[str, npt.NDArray[Any]], int] | 
         return None
     cols = con.execute(
         "SELECT a, b, shared, hits_a, hits_b, coalesce(exact_ab, 'NaN'::DOUBLE) AS exact_ab, "
-        "coalesce(exact_ba, 'NaN'::DOUBLE) AS exact_ba FROM similar_pairs"
+        "coalesce(exact_ba, 'NaN'::DOUBLE) AS exact_ba, coalesce(exact_n, 0) AS exact_n "
+        "FROM similar_pairs"
     ).fetchnumpy()
     out = {k: np.asarray(cols[k], dtype=np.uint32) for k in PAIR_COLUMNS}
     for k in ("exact_ab", "exact_ba"):
         out[k] = np.asarray(cols[k], dtype=np.float64)
+    out["exact_n"] = np.asarray(cols["exact_n"], dtype=np.uint32)
     return out, run[0]
 
 
@@ -345,11 +347,13 @@ def store_pairs(
     try:
         con.execute("DELETE FROM similar_pairs")
         con.execute("DELETE FROM similar_runs")
-        con.register("sif_pairs", {k: cols[k] for k in (*PAIR_COLUMNS, "exact_ab", "exact_ba")})
+        names = (*PAIR_COLUMNS, "exact_ab", "exact_ba", "exact_n")
+        con.register("sif_pairs", {k: _exact_n(cols) if k == "exact_n" else cols[k] for k in names})
         con.execute(
             "INSERT INTO similar_pairs SELECT a, b, shared, hits_a, hits_b, "
             "CAST(CASE WHEN isnan(exact_ab) THEN NULL ELSE exact_ab END AS DOUBLE), "
-            "CAST(CASE WHEN isnan(exact_ba) THEN NULL ELSE exact_ba END AS DOUBLE) FROM sif_pairs"
+            "CAST(CASE WHEN isnan(exact_ba) THEN NULL ELSE exact_ba END AS DOUBLE), "
+            "CAST(nullif(exact_n, 0) AS UINTEGER) FROM sif_pairs"
         )
         con.unregister("sif_pairs")
         con.execute(
@@ -363,8 +367,15 @@ def store_pairs(
         raise
 
 
+def _exact_n(cols: dict[str, npt.NDArray[Any]]) -> npt.NDArray[np.uint32]:
+    """The pairs' window-sample sizes (0: a score over every window, or none)."""
+    n = cols.get("exact_n")
+    return np.zeros(len(cols["a"]), np.uint32) if n is None else np.asarray(n, np.uint32)
+
+
 def save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
-    """Store the exact containments computed this run beside the pair counts."""
+    """Store the exact containments computed this run beside the pair counts (with the
+    size of the window sample they were taken on, if any)."""
     done = ~np.isnan(cols["exact_ab"])
     con.register(
         "sif_exact",
@@ -373,10 +384,12 @@ def save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
             "b": cols["b"][done],
             "ab": cols["exact_ab"][done],
             "ba": cols["exact_ba"][done],
+            "n": _exact_n(cols)[done],
         },
     )
     con.execute(
-        "UPDATE similar_pairs SET exact_ab = e.ab, exact_ba = e.ba FROM sif_exact e "
+        "UPDATE similar_pairs SET exact_ab = e.ab, exact_ba = e.ba, "
+        "exact_n = CAST(nullif(e.n, 0) AS UINTEGER) FROM sif_exact e "
         "WHERE similar_pairs.a = e.a AND similar_pairs.b = e.b"
     )
     con.unregister("sif_exact")

@@ -72,6 +72,12 @@ def _v6(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("UPDATE files SET origin = NULL WHERE origin = path")
 
 
+def _v7(con: duckdb.DuckDBPyConnection) -> None:
+    # Scores of large files on a window sample (issue 11): the values the sample's share
+    # counts, NULL when the score is over every window.
+    con.execute("ALTER TABLE similar_pairs ADD COLUMN exact_n UINTEGER")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "files, params, segments, dead", _v1),
     (2, "similar_runs, similar_pairs", _v2),
@@ -79,5 +85,6 @@ MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] =
     (4, "similar_runs.walk_digest", _v4),
     (5, "files.ctime_ns, segments.checks, params.last_run", _v5),
     (6, "files.origin NULL where it is the path", _v6),
+    (7, "similar_pairs.exact_n", _v7),
 ]
 """Registered migrations, applied in order, each in its own transaction."""

@@ -188,6 +188,8 @@ class SimilarStats:
     pairs: int = 0
     reused: bool = False
     exact_pairs: int = 0
+    sampled_pairs: int = 0
+    """... of which scored on a sample of their windows (large files: ``exact.SAMPLE_FROM``)."""
     exact_files_read: int = 0
     exact_bytes_read: int = 0
     exact_changed: int = 0
@@ -198,6 +200,8 @@ class SimilarStats:
     small_candidates: int = 0
     """... and the pairs that pass found, which no shared fingerprint gave."""
     estimated: int = 0
+    sampled: int = 0
+    """... of which taken on a window sample (large files), with a binomial interval."""
     index: IndexStats | None = None
     seconds_index: float = 0.0
     seconds_collate: float = 0.0

@@ -283,6 +283,7 @@ def _find(
                 )
             for k in ("exact_ab", "exact_ba"):
                 cols[k] = np.full(len(cols["a"]), np.nan)
+            cols["exact_n"] = np.zeros(len(cols["a"]), dtype=np.uint32)
             _small_exact(cols, files, fp_params, stats, on_warning, progress, pool, jobs, engine)
             cols = _append(cols, _identical_unfingerprinted(files, options.max_df))
             if options.exact:  # --fast reads no file again
@@ -443,7 +444,8 @@ def _small_exact(
         return
     sub = {k: v[todo] for k, v in cols.items()}
     _exact_small(sub, files, params, stats, on_warning, progress, pool, jobs, engine)
-    cols["exact_ab"][todo], cols["exact_ba"][todo] = sub["exact_ab"], sub["exact_ba"]
+    for k in ("exact_ab", "exact_ba", "exact_n"):
+        cols[k][todo] = sub[k]
 
 
 def _append(

@@ -15,6 +15,7 @@ from sif.core.evidence import (
     FAST_MIN_SHARED,
     INTERVAL_Z,
     score_bounds,
+    share_bounds,
 )
 from sif.events import Progress, WarningSink
 from sif.fingerprint import FingerprintParams
@@ -141,7 +142,7 @@ def _score(
         [lo + pending_exact(_slice(cols, lo, hi), files, options, params) for lo, hi in spans]
     )
     if len(todo):
-        sub = {k: cols[k][todo] for k in ("a", "b", "exact_ab", "exact_ba")}
+        sub = {k: cols[k][todo] for k in ("a", "b", "exact_ab", "exact_ba", "exact_n")}
         # The files' rows only (every estimate of a million candidates: 130 bytes each).
         ids = np.asarray(files["id"], dtype=np.uint32)
         ia, ib = np.searchsorted(ids, sub["a"]), np.searchsorted(ids, sub["b"])
@@ -159,7 +160,8 @@ def _score(
             jobs,
             engine,
         )
-        cols["exact_ab"][todo], cols["exact_ba"][todo] = sub["exact_ab"], sub["exact_ba"]
+        for k in ("exact_ab", "exact_ba", "exact_n"):
+            cols[k][todo] = sub[k]
     kept = [_decide(_slice(cols, lo, hi), files, options, params, stats) for lo, hi in spans]
     return PairTable(files, {k: np.concatenate([c[k] for c in kept]) for k in kept[0]})
 
@@ -185,6 +187,12 @@ def _decide(
     with np.errstate(invalid="ignore"):
         exact_keep = 100.0 * np.maximum(exact_ab, exact_ba) >= t
     low, high = score_bounds(shared_n, est, INTERVAL_Z)
+    # A score taken on a window sample (two large files: exact.SAMPLE_FROM) decides as an
+    # exact one, and is shown as an estimate, with its binomial interval.
+    exact_n = cols.get("exact_n")
+    if exact_n is None:
+        exact_n = np.zeros(len(known), dtype=np.uint32)
+    sampled = known & (exact_n > 0)
     evidence = (shared_n >= max(options.min_shared, FAST_MIN_SHARED)) & (
         low >= FAST_LOWER_SHARE * t
     )
@@ -201,7 +209,15 @@ def _decide(
     if copies.any():
         a_in_b, b_in_a, jac = (np.where(copies, 1.0, x) for x in (a_in_b, b_in_a, jac))
         pa, pb = np.where(copies, 100.0, pa), np.where(copies, 100.0, pb)
+    if sampled.any():
+        s_lo, s_hi = share_bounds(np.maximum(exact_ab, exact_ba), exact_n, INTERVAL_Z)
+        low, high = np.where(sampled, s_lo, low), np.where(sampled, s_hi, high)
+        a_in_b, b_in_a = np.where(sampled, exact_ab, a_in_b), np.where(sampled, exact_ba, b_in_a)
+        exact_ab = np.where(sampled, np.nan, exact_ab)
+        exact_ba = np.where(sampled, np.nan, exact_ba)
+        known = known & ~sampled
     stats.estimated += int(np.count_nonzero(keep & ~known))
+    stats.sampled += int(np.count_nonzero(keep & sampled))
     j = np.flatnonzero(keep)
     return {
         "ia": ia[j],
