@@ -135,6 +135,16 @@ def test_table_and_groups_equal_the_object_at_a_time_values(case: Any) -> None:
         assert groups[-1] == similar_groups(expected)[-1]
 
 
+@settings(max_examples=200, deadline=None)
+@given(_pairs(), st.integers(1, 7))
+def test_the_tables_records_are_the_reports_record_of_each_pair(case: Any, batch: int) -> None:
+    from sif.report import _similar_record
+
+    files, cols = case
+    table = PairTable(files, cols)
+    assert list(table.records(batch)) == [_similar_record(p) for p in table]
+
+
 def test_an_empty_table_is_an_empty_sequence() -> None:
     files = _files(3)
     empty = {k: np.empty(0) for k in ("ia", "ib", "shared", "a_in_b", "b_in_a", "jaccard")}

@@ -21,7 +21,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from sif.events import display_path
@@ -386,19 +386,29 @@ def write_similar(result: Any, out: BinaryIO, fmt: str, by: str = "score") -> No
                 }
                 out.write(json_line(record))
         else:
-            for p in result.pairs:
-                out.write(json_line(_similar_record(p)))
+            for record in _similar_records(result.pairs):
+                out.write(json_line(record))
     elif fmt == "csv":
         text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
         w = csv.DictWriter(text, fieldnames=_SIMILAR_FIELDS)
         w.writeheader()
-        for p in result.pairs:
-            w.writerow(csv_row(_similar_record(p)))
+        for record in _similar_records(result.pairs):
+            w.writerow(csv_row(record))
         text.flush()
         text.detach()
     else:
         raise ValueError(f"unknown format {fmt!r}")
     out.flush()
+
+
+def _similar_records(pairs: Any) -> Iterator[dict[str, Any]]:
+    """The record of each pair: from the columns of a :class:`sif.similar.table.PairTable`
+    a batch at a time, else one :class:`SimilarPair` at a time (the same records)."""
+    if hasattr(pairs, "records"):
+        yield from pairs.records()
+        return
+    for p in pairs:
+        yield _similar_record(p)
 
 
 def _similar_record(p: Any) -> dict[str, Any]:
