@@ -3,7 +3,8 @@
     sif similar --fast --format json -o fast.json TREE...
     python bench/fast_interval.py fast.json
 
-A script, not a test. For every pair of the report whose score is an
+A script, not a test (it also checks the default mode's scores of two large files,
+taken on a window sample). For every pair of the report whose score is an
 estimate (``score_exact`` false), both files are read and the exact score,
 max(C(A,B), C(B,A)) over all 50-byte windows (:mod:`sif.core.exactsets`, the
 default mode's score), is compared with the interval ``score_low`` ..
