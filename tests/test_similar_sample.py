@@ -168,3 +168,23 @@ def test_stored_pairs_of_an_older_schema_load_as_exact(tmp_path: Path) -> None:
     pairs.store_pairs(con, "k", cols, 0, None)
     again = pairs.load_pairs(con, "k")
     assert again is not None and again[0]["exact_n"].tolist() == [70_000]
+
+
+def test_large_files_that_repeat_themselves_are_never_scored_on_a_sample_too_small(
+    tmp_path: Path, small_sample: int
+) -> None:
+    # 60 KB made of a 60-byte line and of a 300-byte block: few distinct windows for
+    # their size. A sample chosen by their size alone would keep almost none of them.
+    line = b"#define REG_MASK 0x0000ffff /* a register of the device */\n"
+    block = text(13, 300)
+    write(tmp_path / "t/a.h", line * 1000 + block * 10)
+    write(tmp_path / "t/b.h", line * 990 + block * 11 + b"/* edited */\n")
+    result = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(), jobs=1)
+    (p,) = result.pairs
+    a, b = (exactsets.window_set((tmp_path / "t" / n).read_bytes()) for n in ("a.h", "b.h"))
+    truth = 100.0 * max(exactsets.containment(a, b))
+    if p.exact:  # a denser sample from the distinct share of its fingerprints: every window
+        assert p.score == pytest.approx(truth)
+    else:  # or left with its marked estimate, never a score of a handful of values
+        assert p.score_low is not None and p.score_high is not None
+        assert result.stats.sampled_pairs == 0  # type: ignore[attr-defined]

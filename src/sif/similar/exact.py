@@ -291,7 +291,9 @@ def _exact_chunk(
                     got = big_sizes.get((fb, r))
                     nb = big_sizes[fb, r] = _sets.sample_size(sb, r, jit) if got is None else got
                 na = len(ss)
-                if not jit:
+                if r and na < SAMPLE_FROM // 4:  # repeated windows: too few values to tell
+                    inter = -1
+                elif not jit:
                     inter = _sets.intersection_size(sb, ss)
                 elif INDEX_FROM <= len(sb) < 1 << 31 and partners[fb] > 1 and 2 * na < len(sb):
                     if indexed[0] != fb:
@@ -300,11 +302,12 @@ def _exact_chunk(
                     inter = indexed[1].shared(ss)
                 else:
                     inter = _sets.intersection_size_jit(sb, ss)
-            rows.append(j)
-            inters.append(inter)
-            n_a.append(nb if big_is_a else na)
-            n_b.append(na if big_is_a else nb)
-            shifts.append(r)
+            if inter >= 0:  # else left out: the pair keeps its estimate
+                rows.append(j)
+                inters.append(inter)
+                n_a.append(nb if big_is_a else na)
+                n_b.append(na if big_is_a else nb)
+                shifts.append(r)
         for f, src in ((fb, pb), (fs, ps)):
             left[f] -= 1
             if not left[f]:
@@ -451,7 +454,13 @@ def _exact_pass(
     srcs = sources(files, involved)
     fid = files["id"]
     digest = {int(fid[r]): bytes(files["digest"][r]) for r in srcs}
-    shift = sample_shift(size[small] - window + 1).tolist()
+    # The sample's rate from the smaller file's distinct windows, estimated as its windows
+    # times the share of its fingerprints that are distinct (a file repeating itself, as
+    # a register header or a run of zeros, keeps a denser sample or none).
+    n_fp = np.asarray(files["n_fp"], dtype=np.float64)[small]
+    n_distinct = np.asarray(files["n_distinct"], dtype=np.float64)[small]
+    distinct = (size[small] - window + 1) * np.where(n_fp > 0, n_distinct / np.maximum(n_fp, 1), 1)
+    shift = sample_shift(distinct).tolist()
     items: list[_ExactItem] = []
     cost: list[int] = []
     prev = -1
