@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from sif.core.exactsets import SAMPLE_SALT
 from sif.core.jitcache import njit  # numba's, with a cache this user can write
+from sif.core.matches import mix64_one
 from sif.core.rolling import U8, U64
 
 I64 = npt.NDArray[np.int64]
@@ -265,25 +267,15 @@ def probe_hits(
     return owners[:nt].copy(), counts
 
 
-#: The salt of the window sample's hash (:func:`sample_keep`): the sample is
-#: independent of the values the fingerprints and the small-file pass select by
-#: (:func:`sif.core.rolling.mix64` of the value itself).
-SAMPLE_SALT = np.uint64(0x9E3779B97F4A7C15)
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SALT = np.uint64(SAMPLE_SALT)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _sampled(v: np.int64, shift: np.uint64) -> bool:  # pragma: no cover
-    """Whether the window value ``v`` is in the sample of rate ``2^-shift``: the top
-    ``shift`` bits of fmix64(v ^ salt) are zero (``shift`` 1..63)."""
-    y = np.uint64(v) ^ SAMPLE_SALT
-    y ^= y >> np.uint64(33)
-    y *= _C1
-    y ^= y >> np.uint64(33)
-    y *= _C2
-    y ^= y >> np.uint64(33)
-    return (y >> (np.uint64(64) - shift)) == np.uint64(0)
+    """Whether the window value ``v`` is in the sample of rate ``2^-shift``
+    (:func:`sif.core.exactsets.in_sample`: the top ``shift`` bits of
+    mix64(v ^ salt) are zero; ``shift`` 1..63)."""
+    return (mix64_one(np.uint64(v) ^ _SALT) >> (np.uint64(64) - shift)) == np.uint64(0)
 
 
 @njit(cache=True, nogil=True)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sif.core.rolling import BASE, U8, WINDOW, as_bytes_array, karp_rabin
+from sif.core.rolling import BASE, U8, WINDOW, as_bytes_array, karp_rabin, mix64
 
 I64 = npt.NDArray[np.int64]
 
@@ -76,7 +76,9 @@ def window_set(
     return _distinct_sorted(values)
 
 
-#: The salt of the window sample's hash: see :data:`sif.core.exactkernels.SAMPLE_SALT`.
+#: The salt of the window sample's hash (:func:`in_sample`): the sample is independent
+#: of the values the fingerprints and the small-file pass select by (mix64 of the
+#: value itself).
 SAMPLE_SALT = 0x9E3779B97F4A7C15
 
 
@@ -91,15 +93,7 @@ def in_sample(values: I64, shift: int) -> npt.NDArray[np.bool_]:
     """
     if shift <= 0:
         return np.ones(len(values), dtype=bool)
-    from sif.core.rolling import FMIX_C1, FMIX_C2
-
-    with np.errstate(over="ignore"):
-        y = values.view(np.uint64) ^ np.uint64(SAMPLE_SALT)
-        y ^= y >> np.uint64(33)
-        y *= np.uint64(FMIX_C1)
-        y ^= y >> np.uint64(33)
-        y *= np.uint64(FMIX_C2)
-        y ^= y >> np.uint64(33)
+    y = mix64(values.view(np.uint64) ^ np.uint64(SAMPLE_SALT))
     return (y >> np.uint64(64 - shift)) == 0
 
 

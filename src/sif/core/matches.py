@@ -48,7 +48,8 @@ EMPTY = np.uint64((1 << 64) - 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _mix(x: np.uint64) -> np.uint64:  # pragma: no cover (compiled)
+def mix64_one(x: np.uint64) -> np.uint64:  # pragma: no cover (compiled)
+    """:func:`sif.core.rolling.mix64` of one value, in numba."""
     y = x ^ (x >> np.uint64(33))
     y = y * np.uint64(FMIX_C1)
     y = y ^ (y >> np.uint64(33))
@@ -73,10 +74,10 @@ def _hash_all(data: U8, window: int, base: np.uint64, out: U64) -> None:  # prag
     h = np.uint64(0)
     for j in range(window):
         h = h * base + np.uint64(data[j])
-    out[0] = _mix(h)
+    out[0] = mix64_one(h)
     for i in range(1, len(data) - window + 1):
         h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
-        out[i] = _mix(h)
+        out[i] = mix64_one(h)
 
 
 def window_hashes_jit(data: U8, window: int, base: int = BASE) -> U64:
@@ -106,7 +107,7 @@ def _count_buckets(data: U8, window: int, base: np.uint64, bits: int) -> I64:  #
         else:
             h = h * base + np.uint64(data[window - 1])
         if bits > 0:
-            counts[np.int64(_mix(h) >> sh)] += 1
+            counts[np.int64(mix64_one(h) >> sh)] += 1
         else:
             counts[0] += 1
     return counts
@@ -140,7 +141,7 @@ def _collect(
             h = (h - np.uint64(data[i - 1]) * top) * base + np.uint64(data[i + window - 1])
         else:
             h = h * base + np.uint64(data[window - 1])
-        v = _mix(h)
+        v = mix64_one(h)
         bucket = np.int64(v >> sh) if bits > 0 else 0
         if lo <= bucket < hi:
             c = (bucket - lo) >> coarse_shift
@@ -359,7 +360,7 @@ def _value_at(data: U8, i: int, window: int, base: np.uint64) -> np.uint64:  # p
     h = np.uint64(0)
     for t in range(window):
         h = h * base + np.uint64(data[i + t])
-    return _mix(h)
+    return mix64_one(h)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -466,7 +467,7 @@ def _resolve(
             h = (h - np.uint64(b[i - 1]) * top) * base + np.uint64(b[i + window - 1])
         else:
             h = h * base + np.uint64(b[window - 1])
-        v = _mix(h)
+        v = mix64_one(h)
         s = v & mask
         while True:
             k = keys[s]
