@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -108,3 +109,59 @@ def test_workers_ignore_sigint(watchdog: None) -> None:
         os.kill(pid, signal.SIGINT)
         time.sleep(0.2)
         assert pool.submit(square, 7).result() == 49
+
+
+# A counter in shared memory, made before any pool forks: the items the workers ran.
+RAN = multiprocessing.get_context("fork").Value("i", 0)
+
+
+def count_and_pid(x: int) -> int:
+    with RAN.get_lock():
+        RAN.value += 1
+    time.sleep(0.005)
+    return os.getpid()
+
+
+def wait_for_workers(x: int) -> int:
+    """Run here: holds this process until the workers ran 30 items (or 20 s pass)."""
+    deadline = time.monotonic() + 20
+    while RAN.value < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return -RAN.value
+
+
+def test_workers_are_fed_while_this_process_runs_a_long_item(watchdog: None) -> None:
+    # Before the feeder thread, a worker's queue was refilled only when this process came
+    # back from its own item: the worker ran its two and idled, and this wait timed out.
+    with RAN.get_lock():
+        RAN.value = 0
+    pool = fork_pool(2)
+    assert pool is not None
+    try:
+        got = dict(shared_map(count_and_pid, range(60), pool, local=wait_for_workers))
+    finally:
+        pool.shutdown()
+    assert len(got) == 60
+    here = [v for v in got.values() if v <= 0]
+    assert here and here[0] <= -30  # the first item run here saw the workers run 30
+
+
+def items_then_fail() -> Iterator[int]:
+    yield from range(10)
+    raise ValueError("item 10 cannot be made")
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_an_item_that_fails_to_be_made_raises_and_nothing_hangs(watchdog: None, depth: int) -> None:
+    pool = fork_pool(3)
+    assert pool is not None
+    try:
+        with pytest.raises(ValueError, match="item 10"):
+            list(shared_map(square, items_then_fail(), pool, depth=depth))
+        # The pool still works, and a run left early stops feeding it.
+        for i, _ in shared_map(square, range(1000), pool, depth=depth):
+            if i > 5:
+                break
+        assert dict(shared_map(square, range(50), pool, depth=1)) == {i: i * i for i in range(50)}
+    finally:
+        pool.shutdown()

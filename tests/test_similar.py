@@ -390,6 +390,10 @@ def test_exact_chunks_cut_between_larger_files_by_cost() -> None:
     assert _chunks(a + b, [1] * 8, 3) == [a, b]  # never inside a larger file's pairs
     assert _chunks(a + b, [1] * 8, 1) == [a + b]
     assert _chunks([], [], 4) == []
+    # The costliest chunk first: the last ones handed out, run while the other jobs
+    # finish, are the cheap ones. Ties keep the tree's order.
+    c = [(20 + j, 30, src, 31 + j, src, True) for j in range(2)]  # of larger file 30
+    assert _chunks(a + b + c, [1] * 8 + [9, 9], 8) == [c, a, b]
 
 
 def test_normalize_options_reach_the_index_and_never_mix(tmp_path: Path) -> None:

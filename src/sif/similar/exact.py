@@ -189,7 +189,7 @@ def _exact_small(
 
 
 #: ``exact``: work items per job, so that the processes share the pairs evenly.
-EXACT_CHUNKS_PER_JOB = 4
+EXACT_CHUNKS_PER_JOB = 8
 
 #: A pair to score: its row, the id and source of its larger file, of its smaller, whether
 #: the larger is the pair's ``a``, and the shift of its window sample (0: every window).
@@ -328,11 +328,15 @@ def _exact_chunk(
 
 
 def _chunks(items: list[_ExactItem], cost: list[int], n: int) -> list[list[_ExactItem]]:
-    """Pairs (grouped by larger file) cut into about ``n`` runs of similar ``cost``.
+    """Pairs (grouped by larger file) cut into about ``n`` runs of similar ``cost``,
+    the costliest first.
 
     Cuts fall only between groups, so that a larger file is read in one chunk;
-    the order is kept (files near each other in the tree, often alike, stay
-    together). Cost: O(pairs).
+    within a chunk the order is kept (files near each other in the tree, often
+    alike, stay together). A group costlier than a share makes a chunk of its
+    own, larger than the others: handed out first, it no longer ends the pass
+    on one core while the other jobs wait (on 1 GB of Linux sources, the last
+    5 of 26 s ran on one of two cores). Cost: O(pairs).
     """
     if not items:
         return []
@@ -340,14 +344,15 @@ def _chunks(items: list[_ExactItem], cost: list[int], n: int) -> list[list[_Exac
         return [items]
     share = sum(cost) / n
     out: list[list[_ExactItem]] = [[]]
-    acc = 0.0
+    spent = [0.0]
     for k, it in enumerate(items):
-        if acc >= share and it[1] != items[k - 1][1]:
+        if spent[-1] >= share and it[1] != items[k - 1][1]:
             out.append([])
-            acc = 0.0
+            spent.append(0.0)
         out[-1].append(it)
-        acc += cost[k]
-    return out
+        spent[-1] += cost[k]
+    order = sorted(range(len(out)), key=lambda c: -spent[c])  # stable: ties in order
+    return [out[c] for c in order]
 
 
 def _exact(
@@ -495,7 +500,7 @@ def _exact_pass(
     n_b = np.zeros(len(todo), dtype=np.int64)
     shifts = np.zeros(len(todo), dtype=np.int64)
     mapped = (
-        shared_map(_exact_chunk, chunks, pool)
+        shared_map(_exact_chunk, chunks, pool, depth=1)
         if engine is None
         else engine.map_exact(_exact_chunk, chunks)
     )

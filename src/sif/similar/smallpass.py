@@ -65,7 +65,7 @@ SAMPLE_WINDOWS = 64
 #: and Kconfig files held 10-25% by others), at 25% 73,712.
 SMALL_PASS_FLOOR = 0.25
 #: Work items a job when streaming.
-STREAM_CHUNKS_PER_JOB = 4
+STREAM_CHUNKS_PER_JOB = 8
 #: The columns of ``files`` a streaming chunk carries for its files.
 _STREAMED = ("id", "size", "path", "origin", "view")
 
@@ -403,7 +403,11 @@ def _small_pass(
     mapped = _write_table(table, spill) if engine is None and pool and spill else None
     streamed = (
         shared_map(
-            functools.partial(_stream_mapped, mapped) if mapped else here, chunks(), pool, here
+            functools.partial(_stream_mapped, mapped) if mapped else here,
+            chunks(),
+            pool,
+            here,
+            depth=1,
         )
         if engine is None
         else engine.map_exact(_stream_chunk, chunks(), common=table)
