@@ -378,7 +378,7 @@ def build_index(
     # process opens the store and walks (not needed with the compiled kernel,
     # :mod:`sif.core.winnowc`). With an engine, its workers read and warm.
     # The walk is this process's alone: at a million files in 111k directories,
-    # reading ahead in the workers gained 5% of the walk's wall time but cost 3.4
+    # reading ahead in the workers gained 5% of the walk's wall time but cost 3.5
     # more CPU seconds and 82 MB more peak (a record a directory read ahead, whose
     # freed memory the names read meanwhile keep from going back).
     warming = (
@@ -401,8 +401,8 @@ def build_index(
         progress.stage("verifying", None)
         store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
-        cols, _ = parallel_walk(abs_roots, options, on_warning, None, 1, progress)
-        release_memory()  # the walk's bookkeeping (a record a directory read ahead)
+        cols, _ = parallel_walk(abs_roots, options, on_warning, None, 1, progress)  # here alone
+        release_memory()  # the walk's transient objects (a stat a file, a list a directory)
         stats.walk_digest = cols.digest()
         stats.walked = cols
         known = store.known_columns(pset)
