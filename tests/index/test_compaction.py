@@ -269,3 +269,51 @@ def test_an_incremental_run_tells_paths_apart_even_when_their_keys_collide(
     assert _answers(index, probes) == _answers(fresh, probes)
     third = build_index([tmp_path / "t"], index, jobs=1)
     assert (third.new, third.changed, third.unchanged, third.removed) == (0, 0, 30, 0)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.lists(  # segments: (number of files, rows a file at most), ids given out in order
+        st.tuples(st.integers(1, 12), st.integers(0, 6)), min_size=1, max_size=4
+    ),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([1, 3, 50, 1 << 20]),
+)
+def test_merged_rows_are_the_live_rows_sorted_by_value_and_place(
+    tmp_path_factory: pytest.TempPathFactory,
+    shapes: list[tuple[int, int]],
+    seed: int,
+    chunk_rows: int,
+) -> None:
+    """Against a merge written out plainly: every row of a live file, from every segment,
+    as (value, position of its file among the live ids), sorted; dead files' rows gone."""
+    from sif.index.segments import Segment
+
+    tmp = tmp_path_factory.mktemp("merge")
+    rng = np.random.default_rng(seed)
+    next_id, dirs, rows = 1, [], []
+    for k, (n_files, most) in enumerate(shapes):
+        ids = np.arange(next_id, next_id + n_files, dtype=np.uint32)
+        next_id += n_files + int(rng.integers(0, 3))  # gaps: ids of files dropped before
+        counts = rng.integers(0, most + 1, size=n_files)
+        values = rng.integers(0, 2**32, size=int(counts.sum()), dtype=np.uint64).astype(np.uint32)
+        values[: len(values) // 3] &= 0xFF  # repeated values, within and across segments
+        local = np.repeat(np.arange(n_files, dtype=np.uint32), counts)
+        recs = [
+            (int(i), 0, int(c), int(c), 100, 1, int(i), 0, b"\0" * 32, 0, 5)
+            for i, c in zip(ids, counts, strict=True)
+        ]
+        files = make_files(recs, [b"/r/s%d/f%03d" % (k, j) for j in range(n_files)])
+        d = str(tmp / f"seg{k}")
+        write_segment(d, files, values, local)
+        dirs.append(d)
+        rows += zip(values.tolist(), ids[local].tolist(), strict=True)
+    every = np.array(sorted({i for _, i in rows} | {next_id - 1}), dtype=np.uint32)
+    live = np.sort(rng.choice(every, size=int(rng.integers(0, len(every) + 1)), replace=False))
+    place = {int(i): p for p, i in enumerate(live.tolist())}
+    want = sorted((v, place[i]) for v, i in rows if i in place)
+    openers = [lambda d=d: Segment(d) for d in dirs]
+    got: list[tuple[int, int]] = []
+    for values, pos in compaction.merged_rows(openers, live, len(rows), chunk_rows):
+        got += zip(values.tolist(), pos.tolist(), strict=True)
+    assert got == want

@@ -191,38 +191,53 @@ def merged_rows(
 ) -> Iterator[tuple[U32, U32]]:
     """The rows of the segments (opened by each callable of ``open_segments``) of the
     files in ``live`` (sorted ids), a range of buckets at a time: (values, positions in
-    ``live``), sorted by (value, position). The rows of other files (dead) are dropped."""
+    ``live``), sorted by (value, position). The rows of other files (dead) are dropped.
+
+    Each segment's files are placed in ``live`` once (a binary search a file), at its
+    first opening; a row then takes its file's place by its position in the segment,
+    a gather from a table of 8 bytes a file. Before, each row's id was gathered from
+    the records' strided column, then sought in ``live`` (at 1 M ids, 20 steps that
+    miss the cache): merging one segment of 1 M files, 42 M rows, took 19.5-21.3 s
+    then and 7.1-9.0 s now (100 k files: 1.65 s, now 0.75-1.0 s).
+    """
     n_ranges = max(1, min(1 << BUCKET_BITS, -(-stored_rows // max(chunk_rows, 1))))
     edges = np.unique(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64)).tolist()
+    places: list[npt.NDArray[np.int64] | None] = [None] * len(open_segments)
     for lo, hi in itertools.pairwise(edges):
-        values_parts, id_parts = [], []
-        for opener in open_segments:
+        values_parts, pos_parts = [], []
+        for k, opener in enumerate(open_segments):
             seg: Segment = opener()
             try:
-                values, ids = seg.rows_between(lo, hi)
+                values, local = seg.local_rows_between(lo, hi)
+                place = places[k]
+                if place is None:
+                    place = places[k] = _places(live, np.asarray(seg.files["id"]))
             finally:
                 seg.close()
             values_parts.append(values)
-            id_parts.append(ids)
+            pos_parts.append(place[local])
             del seg
         values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
-        ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.uint32)
-        del values_parts, id_parts
-        if len(live):
-            pos = np.minimum(np.searchsorted(live, ids), len(live) - 1)
-            keep = live[pos] == ids
-        else:
-            pos = np.zeros(len(ids), dtype=np.int64)
-            keep = np.zeros(len(ids), dtype=bool)
+        pos = np.concatenate(pos_parts) if pos_parts else np.empty(0, np.int64)
+        del values_parts, pos_parts
+        keep = pos >= 0
         keys = values[keep].astype(np.uint64) << np.uint64(32)
         keys |= pos[keep].astype(np.uint64)
-        del values, ids, pos, keep
+        del values, pos, keep
         keys.sort()
         release_memory()  # the range's parts, freed: the next range reuses no holes
         yield (
             (keys >> np.uint64(32)).astype(np.uint32),
             (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32),
         )
+
+
+def _places(live: U32, ids: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """The position in ``live`` (sorted) of each of ``ids``, -1 where it is not there."""
+    if not len(live):
+        return np.full(len(ids), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(live, ids), len(live) - 1).astype(np.int64)
+    return np.where(live[pos] == ids, pos, -1)
 
 
 def file_chunks(

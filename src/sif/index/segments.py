@@ -371,6 +371,12 @@ class Segment:
         of one value in one range). Cost: O(rows in the range), plus two binary
         searches in a segment without bucket offsets.
         """
+        values, local = self.local_rows_between(lo, hi)
+        return values, np.asarray(self.files["id"])[local]
+
+    def local_rows_between(self, lo: int, hi: int) -> tuple[U32, U32]:
+        """:meth:`rows_between` with each file as its position in this segment's files
+        (checked: a position past them is :class:`IndexCorrupt`)."""
         if self.offsets is not None:
             start, end = int(self.offsets[lo]), int(self.offsets[hi])
             edges: I64 = np.asarray(self.offsets[lo : hi + 1]).astype(np.int64)
@@ -388,8 +394,7 @@ class Segment:
             )
             values = np.array(fp[start:end], dtype=np.uint32)
         w = self.width
-        local = self._local(_unpack(np.asarray(self.fid[start * w : end * w]), w))
-        return values, np.asarray(self.files["id"])[local]
+        return values, self._local(_unpack(np.asarray(self.fid[start * w : end * w]), w))
 
     def position(self, ids: U32) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Positions of ``ids`` in this segment's files and whether each is here."""
