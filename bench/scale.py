@@ -13,7 +13,9 @@ A script, not a timed test. Two parts:
               same sources, seed and count give the same bytes; a digest of the
               pool is kept in the tree's ``.scale.json``.
 ``run``       times each command on a tree (warm: run it right after
-              ``generate``, or twice): ``sif dupes``, ``sif index`` (fresh index),
+              ``generate``, or twice; ``--cold`` empties the page cache before
+              each command instead, for a ratio between a tree the cache holds
+              and one it cannot): ``sif dupes``, ``sif index`` (fresh index),
               an incremental ``sif index`` after 1% of the files changed (a line
               appended to every 100th file; the files are truncated back after),
               and ``sif similar`` (fresh index of its own: the whole job). For
@@ -302,10 +304,34 @@ def _load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def measure(name: str, argv: list[str], work: Path) -> dict[str, object]:
+def drop_caches() -> None:
+    """Empty the page cache (root only): each command then reads the tree from disk.
+
+    For a fair ratio between a tree that stays cached and one that cannot: on a
+    machine that pages out cache unused for a few seconds (DAMON reclaim), a
+    4.6 GB tree read first to warm it is read from disk again by the command.
+    """
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(
+            f"--cold: cannot drop the page cache ({exc.strerror}; needs root)"
+        ) from None
+
+
+def measure(name: str, argv: list[str], work: Path, cold: bool = False) -> dict[str, object]:
     out, err = work / f"{name}.stdout", work / f"{name}.stderr"
+    if cold:
+        drop_caches()
     s: Sample = run_measured(argv, out, err)
-    row: dict[str, object] = {"command": name, "argv": argv, **asdict(s), "load": _load()}
+    row: dict[str, object] = {
+        "command": name,
+        "argv": argv,
+        **asdict(s),
+        "load": _load(),
+        "cache": "cold" if cold else "warm",
+    }
     if s.rc not in (0, 1):
         row["error"] = err.read_text(errors="replace")[-2000:]
     print(
@@ -317,7 +343,7 @@ def measure(name: str, argv: list[str], work: Path) -> dict[str, object]:
     return row
 
 
-def run(root: Path, commands: list[str], work: Path | None = None) -> None:
+def run(root: Path, commands: list[str], work: Path | None = None, cold: bool = False) -> None:
     root = root.resolve()
     if not (root / ".scale.json").exists():
         raise SystemExit(f"{root}: no generated tree (run generate first)")
@@ -338,9 +364,13 @@ def run(root: Path, commands: list[str], work: Path | None = None) -> None:
     rows = []
     index = work / "index"
     if "dupes" in commands:
-        rows.append(measure("dupes", [sif, "dupes", "-q", "--format", "fdupes", str(root)], work))
+        rows.append(
+            measure("dupes", [sif, "dupes", "-q", "--format", "fdupes", str(root)], work, cold)
+        )
     if "index" in commands or "index-full" in commands:
-        rows.append(measure("index", [sif, "index", "-q", "--index", str(index), str(root)], work))
+        rows.append(
+            measure("index", [sif, "index", "-q", "--index", str(index), str(root)], work, cold)
+        )
     if "index" in commands:  # the incremental run changes the tree (and puts it back)
         changed = changed_files(root)
         sizes = []
@@ -350,7 +380,10 @@ def run(root: Path, commands: list[str], work: Path | None = None) -> None:
                 f.write(CHANGE)
         try:
             row = measure(
-                "index (1% changed)", [sif, "index", "-q", "--index", str(index), str(root)], work
+                "index (1% changed)",
+                [sif, "index", "-q", "--index", str(index), str(root)],
+                work,
+                cold,
             )
             row["changed"] = len(changed)
             rows.append(row)
@@ -359,7 +392,7 @@ def run(root: Path, commands: list[str], work: Path | None = None) -> None:
                 os.truncate(p, size)
     if "similar" in commands:
         argv = [sif, "similar", "-q", "--index", str(work / "index-similar"), str(root)]
-        rows.append(measure("similar", argv, work))
+        rows.append(measure("similar", argv, work, cold))
     out = work.parent / f"{root.name}.run.json"
     if out.exists():  # keep the figures of the commands not run this time
         old = json.loads(out.read_text())
@@ -419,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="where the indexes, outputs and figures go (default ROOT.work beside the tree)",
     )
+    r.add_argument(
+        "--cold",
+        action="store_true",
+        help="empty the page cache before each command (root): both trees read from disk",
+    )
     c = sub.add_parser("compare")
     c.add_argument("small", type=Path)
     c.add_argument("large", type=Path)
@@ -426,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "generate":
         generate(args.root.resolve(), args.files, args.seed, args.linux, args.dense)
     elif args.what == "run":
-        run(args.root, [c for c in args.commands.split(",") if c], args.work)
+        run(args.root, [c for c in args.commands.split(",") if c], args.work, args.cold)
     else:
         compare(args.small.resolve(), args.large.resolve())
     return 0
