@@ -278,18 +278,27 @@ def test_an_incremental_run_tells_paths_apart_even_when_their_keys_collide(
     ),
     st.integers(0, 2**32 - 1),
     st.sampled_from([1, 3, 50, 1 << 20]),
+    st.booleans(),
 )
 def test_merged_rows_are_the_live_rows_sorted_by_value_and_place(
     tmp_path_factory: pytest.TempPathFactory,
     shapes: list[tuple[int, int]],
     seed: int,
     chunk_rows: int,
+    bucketed: bool,
 ) -> None:
     """Against a merge written out plainly: every row of a live file, from every segment,
-    as (value, position of its file among the live ids), sorted; dead files' rows gone."""
-    from sif.index.segments import Segment
+    as (value, position of its file among the live ids), sorted; dead files' rows gone.
+    Segments of whole values and of 16-bit remainders under bucket offsets alike."""
+    from unittest import mock
 
-    tmp = tmp_path_factory.mktemp("merge")
+    from sif.index import segments
+
+    with mock.patch.object(segments, "BUCKET_MIN_ROWS", 1 if bucketed else 1 << 18):
+        _check_merge(tmp_path_factory.mktemp("merge"), shapes, seed, chunk_rows)
+
+
+def _check_merge(tmp: Path, shapes: list[tuple[int, int]], seed: int, chunk_rows: int) -> None:
     rng = np.random.default_rng(seed)
     next_id, dirs, rows = 1, [], []
     for k, (n_files, most) in enumerate(shapes):
@@ -312,8 +321,21 @@ def test_merged_rows_are_the_live_rows_sorted_by_value_and_place(
     live = np.sort(rng.choice(every, size=int(rng.integers(0, len(every) + 1)), replace=False))
     place = {int(i): p for p, i in enumerate(live.tolist())}
     want = sorted((v, place[i]) for v, i in rows if i in place)
-    openers = [lambda d=d: Segment(d) for d in dirs]
     got: list[tuple[int, int]] = []
-    for values, pos in compaction.merged_rows(openers, live, len(rows), chunk_rows):
+    for values, pos in compaction.merged_rows(dirs, live, len(rows), chunk_rows):
         got += zip(values.tolist(), pos.tolist(), strict=True)
     assert got == want
+
+
+def test_a_segment_truncated_during_a_merge_is_damage_not_a_short_read(tmp_path: Path) -> None:
+    from sif.errors import IndexCorrupt
+    from sif.index.segments import RangeReader
+
+    files, _ = _files(4, 1)
+    d = tmp_path / "seg"
+    write_segment(str(d), files, np.arange(40, dtype=np.uint32) * 7919, np.arange(40) % 4)  # type: ignore[arg-type]
+    reader = RangeReader(str(d), [0, 1 << 15, 1 << 16])
+    assert sum(len(reader.rows(k)[0]) for k in (0, 1)) == 40
+    os.truncate(d / "fid.npy", os.path.getsize(d / "fid.npy") - 10)
+    with pytest.raises(IndexCorrupt, match=r"fid\.npy.*truncated"):
+        reader.rows(0)

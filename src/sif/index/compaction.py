@@ -21,8 +21,6 @@ hold (tests compare both, with tiny chunks).
 from __future__ import annotations
 
 import contextlib
-import functools
-import itertools
 import json
 import os
 import shutil
@@ -40,7 +38,7 @@ from sif.index.segments import (
     BUCKET_MIN_ROWS,
     FILE_DTYPE,
     PATH_BLOCK,
-    Segment,
+    RangeReader,
     _fsync_dir,
     _pack,
     _save,
@@ -187,36 +185,31 @@ def _write_pieces(
 
 
 def merged_rows(
-    open_segments: Sequence[Any], live: U32, stored_rows: int, chunk_rows: int
+    directories: Sequence[str], live: U32, stored_rows: int, chunk_rows: int
 ) -> Iterator[tuple[U32, U32]]:
-    """The rows of the segments (opened by each callable of ``open_segments``) of the
-    files in ``live`` (sorted ids), a range of buckets at a time: (values, positions in
-    ``live``), sorted by (value, position). The rows of other files (dead) are dropped.
+    """The rows of the segments in ``directories`` of the files in ``live`` (sorted
+    ids), a range of buckets at a time: (values, positions in ``live``), sorted by
+    (value, position). The rows of other files (dead) are dropped.
 
-    Each segment's files are placed in ``live`` once (a binary search a file), at its
-    first opening; a row then takes its file's place by its position in the segment,
-    a gather from a table of 8 bytes a file. Before, each row's id was gathered from
-    the records' strided column, then sought in ``live`` (at 1 M ids, 20 steps that
-    miss the cache): merging one segment of 1 M files, 42 M rows, took 19.5-21.3 s
-    then and 7.1-9.0 s now (100 k files: 1.65 s, now 0.75-1.0 s).
+    Each segment is opened once (:class:`sif.index.segments.RangeReader`) and read
+    a range at a time with ``pread``; its files are placed in ``live`` once (a
+    binary search a file), and a row then takes its file's place by its position
+    in the segment, a gather from a table of 8 bytes a file. Before, each row's
+    id was gathered from the records' strided column, then sought in ``live``
+    (at 1 M ids, 20 steps that miss the cache), and each segment was opened again
+    for each range: merging one segment of 1 M files, 42 M rows, took 19.5-21.3 s
+    then and 7.1-9.0 s with the places (100 k files: 1.65 s, then 0.75-1.0 s).
     """
     n_ranges = max(1, min(1 << BUCKET_BITS, -(-stored_rows // max(chunk_rows, 1))))
     edges = np.unique(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64)).tolist()
-    places: list[npt.NDArray[np.int64] | None] = [None] * len(open_segments)
-    for lo, hi in itertools.pairwise(edges):
+    readers = [_reader(d, edges) for d in directories]
+    places = [_places(live, r.ids) for r in readers]
+    for k in range(len(edges) - 1):
         values_parts, pos_parts = [], []
-        for k, opener in enumerate(open_segments):
-            seg: Segment = opener()
-            try:
-                values, local = seg.local_rows_between(lo, hi)
-                place = places[k]
-                if place is None:
-                    place = places[k] = _places(live, np.asarray(seg.files["id"]))
-            finally:
-                seg.close()
+        for reader, place in zip(readers, places, strict=True):
+            values, local = reader.rows(k)
             values_parts.append(values)
             pos_parts.append(place[local])
-            del seg
         values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
         pos = np.concatenate(pos_parts) if pos_parts else np.empty(0, np.int64)
         del values_parts, pos_parts
@@ -230,6 +223,14 @@ def merged_rows(
             (keys >> np.uint64(32)).astype(np.uint32),
             (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32),
         )
+
+
+def _reader(directory: str, edges: Sequence[int]) -> RangeReader:
+    """The :class:`RangeReader` of a segment the catalog names (a missing file is damage)."""
+    try:
+        return RangeReader(directory, edges)
+    except FileNotFoundError as exc:
+        raise corrupt(exc.filename or directory, "missing") from None
 
 
 def _places(live: U32, ids: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
@@ -282,8 +283,6 @@ def compact(store: DuckStore, pid: int, segments: list[int] | None = None) -> in
     files at a time, whatever the index's size. Cost: one read of every row of
     those segments and of their files in the catalog, a sort a range of rows.
     """
-    from sif.index.duck import _open_segment as open_segment
-
     self = store
     con = self._con
     # Every segment of the set when ``segments`` is None (SQL NULL): the same statements.
@@ -303,12 +302,12 @@ def compact(store: DuckStore, pid: int, segments: list[int] | None = None) -> in
         ]  # type: ignore[index]
     )
     segdir = os.path.join(self.root, "segments")
-    openers = [functools.partial(open_segment, os.path.join(segdir, n)) for n, _ in old]
+    directories = [os.path.join(segdir, n) for n, _ in old]
     seg_id = self._int_meta("next_segment_id")
     name = f"seg-{seg_id:06d}"
     directory = os.path.join(segdir, name)
     stored = sum(int(r) for _, r in old)
-    rows = merged_rows(openers, live, stored, COMPACT_ROWS)
+    rows = merged_rows(directories, live, stored, COMPACT_ROWS)
     files = file_chunks(con, pid, live, COMPACT_FILES, segments)
     write_streamed(directory, len(live), n_rows, rows, files)
     checks = json.dumps(checksum_files(directory))

@@ -434,6 +434,92 @@ class Segment:
         return path
 
 
+class RangeReader:
+    """A segment's rows by bucket range, read with ``pread``, for a merge of every range.
+
+    Made once per merge: it opens the segment (every check of :class:`Segment`),
+    notes where each range of ``edges`` starts, the files' ids and the arrays'
+    places in their files, then closes it. Each :meth:`rows` opens ``fp.npy``
+    and ``fid.npy`` (and ``offsets.npy``) for one range, reads it and closes
+    them: no memory map stays resident and no descriptor stays open (a merge of
+    hundreds of segments), and a segment is not opened again for each range (a
+    merge of 1 M files opened its 62 segments once for each of 42 ranges,
+    0.6 ms an opening: a cost that grew with the square of the index).
+    """
+
+    def __init__(self, directory: str, edges: Sequence[int]) -> None:
+        seg = Segment(directory)
+        try:
+            self.directory = directory
+            self.width = seg.width
+            self.ids: U32 = np.array(seg.files["id"], dtype=np.uint32)
+            self.fp_dtype = seg.fp.dtype
+            self.fp_at = int(getattr(seg.fp, "offset", 0))
+            self.fid_at = int(getattr(seg.fid, "offset", 0))
+            self.offsets_at = -1
+            edge = np.asarray(edges, dtype=np.int64)
+            if seg.offsets is not None:
+                self.offsets_at = int(getattr(seg.offsets, "offset", 0))
+                self.starts: I64 = np.asarray(seg.offsets)[edge].astype(np.int64)
+            else:  # whole values: a binary search an edge
+                fp = np.asarray(seg.fp)
+                at = np.minimum(edge, 1 << BUCKET_BITS).astype(np.uint64) << np.uint64(BUCKET_BITS)
+                self.starts = np.searchsorted(fp.astype(np.uint64), at).astype(np.int64)
+                self.starts[edge >= 1 << BUCKET_BITS] = len(fp)
+            self.edges = edge
+        finally:
+            seg.close()
+
+    def rows(self, k: int) -> tuple[U32, U32]:
+        """The rows of range ``k`` (buckets ``edges[k]`` to ``edges[k + 1]``) as
+        (32-bit value, position of the file in :attr:`ids`), sorted by value."""
+        start, end = int(self.starts[k]), int(self.starts[k + 1])
+        join = os.path.join
+        raw = _pread(join(self.directory, "fp.npy"), self.fp_at, start, end, self.fp_dtype)
+        if self.offsets_at >= 0:
+            lo, hi = int(self.edges[k]), int(self.edges[k + 1])
+            edges = _pread(
+                join(self.directory, "offsets.npy"), self.offsets_at, lo, hi + 1, _U32[0]
+            )
+            counts: I64 = np.diff(edges.astype(np.int64)).astype(np.int64)
+            if int(edges[0]) != start or int(counts.sum()) != end - start or (counts < 0).any():
+                raise corrupt(join(self.directory, "offsets.npy"), "changed while read")
+            high = np.repeat(np.arange(lo, hi, dtype=np.uint32), counts)
+            values: U32 = (high << np.uint32(BUCKET_BITS)) | raw.astype(np.uint32)
+        else:
+            values = raw.astype(np.uint32)
+        w = self.width
+        fid = _pread(join(self.directory, "fid.npy"), self.fid_at, start * w, end * w, _U8[0])
+        local = _unpack(fid, w)
+        if len(local) and int(local.max()) >= len(self.ids):
+            raise corrupt(join(self.directory, "fid.npy"), "a row names no file")
+        return values, local
+
+
+def _pread(path: str, at: int, first: int, end: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """Items ``[first, end)`` of the array of ``dtype`` stored from byte ``at`` of ``path``."""
+    size = (end - first) * dtype.itemsize
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise corrupt(path, "missing") from None
+    except OSError as exc:
+        raise corrupt(path, exc.strerror or str(exc)) from exc
+    try:
+        buf = bytearray(size)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = os.preadv(fd, [view[got:]], at + first * dtype.itemsize + got)
+            if n <= 0:
+                raise corrupt(path, f"{got:,} bytes where {size:,} were expected (truncated?)")
+            got += n
+    except OSError as exc:
+        raise corrupt(path, exc.strerror or str(exc)) from exc
+    finally:
+        os.close(fd)
+    return np.frombuffer(buf, dtype=dtype)
+
+
 _U8 = (np.dtype(np.uint8),)
 _U32 = (np.dtype(np.uint32),)
 _FP_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint16))
