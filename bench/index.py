@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from similar import default_linux, files_of
+from similar import SIF, default_linux, files_of
 
 TLSH = """
 import os, sys, tlsh
@@ -131,8 +131,8 @@ def main() -> None:
         print(f"\n== {[str(r) for r in roots]}: {len(files):,} files, {size / 1e6:.1f} MB")
         with tempfile.TemporaryDirectory() as tmp:
             tools = {
-                "sif index -j 1": ["sif", "index", "-q", "-j", "1", "--index", f"{tmp}/i1"],
-                "sif index -j 2": ["sif", "index", "-q", "-j", "2", "--index", f"{tmp}/i2"],
+                "sif index -j 1": [SIF, "index", "-q", "-j", "1", "--index", f"{tmp}/i1"],
+                "sif index -j 2": [SIF, "index", "-q", "-j", "2", "--index", f"{tmp}/i2"],
                 "ssdeep -r": ["ssdeep", "-r"],
                 "TLSH (py-tlsh)": [sys.executable, "-c", TLSH],
             }

@@ -31,13 +31,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sif.core.exactsets import intersection_size, window_set
-from similar import default_linux, files_of
+from similar import SIF, default_linux, files_of
 
 CLASSES = ((256, 1024), (1024, 4096), (4096, 16384), (16384, 1 << 40))
 
 
 def query(index: Path, path: str, *extra: str) -> list[dict[str, object]]:
-    cmd = ["sif", "query", "--index", str(index), "--format", "json", "-t", "1"]
+    cmd = [SIF, "query", "--index", str(index), "--format", "json", "-t", "1"]
     out = subprocess.run(
         [*cmd, "--by", "containment", *extra, path], capture_output=True, text=True, check=False
     )
@@ -71,7 +71,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "idx"
         t0 = time.perf_counter()
-        subprocess.run(["sif", "index", "-q", "--index", str(index), *map(str, trees)], check=True)
+        subprocess.run([SIF, "index", "-q", "--index", str(index), *map(str, trees)], check=True)
         print(f"index: {time.perf_counter() - t0:.1f} s")
         cache: dict[str, np.ndarray] = {}
         print("| mode | smaller file | queries | matches | mean error | mean abs | > 10 off |")

@@ -46,6 +46,11 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from dupes import sif_binary  # noqa: E402
+
+#: The sif of this Python's environment (its venv need not be on PATH), else PATH's.
+SIF = sif_binary()
 DATA = HERE / "data" / "similar"
 SDISTS = [
     "requests==2.10.0",
@@ -195,7 +200,7 @@ def run_sif(
 ) -> tuple[list[dict[str, object]], float, str]:
     roots = [str(r) for r in root] if isinstance(root, list) else [str(root)]
     t0 = time.perf_counter()
-    cmd = ["sif", "similar", "--index", str(index), "-t", str(t), "--format", "json", "-j", "2"]
+    cmd = [SIF, "similar", "--index", str(index), "-t", str(t), "--format", "json", "-j", "2"]
     out = subprocess.run(
         [*cmd, *extra, *roots],
         capture_output=True,
