@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sif.index.memory import MemoryIndex
-from sif.index.segments import BUCKET_MIN_ROWS, Segment, make_files, write_segment
+from sif.index.segments import BUCKET_MIN_ROWS, RangeReader, Segment, make_files, write_segment
 from sif.similar import SimilarOptions, find_similar
 from textgen import text
 from treeutil import write
@@ -108,12 +108,14 @@ def segments(tmp_path_factory: pytest.TempPathFactory) -> list[Segment]:
 
 @settings(max_examples=30, deadline=None)
 @given(lo=st.integers(0, 65535), width=st.integers(1, 65536))
-def test_rows_between_is_the_bucket_range_of_all_rows(
+def test_a_range_of_rows_is_the_bucket_range_of_all_rows(
     segments: list[Segment], lo: int, width: int
 ) -> None:
     hi = min(65536, lo + width)
     for seg in segments:
         values, fids = seg.all_rows()
-        got_v, got_f = seg.rows_between(lo, hi)
+        reader = RangeReader(seg.directory)
+        got_v, local = reader.rows(lo, hi)
+        got_f = reader.ids[local]
         sel = ((values >> 16) >= lo) & ((values >> 16) < hi)
         assert np.array_equal(got_v, values[sel]) and np.array_equal(got_f, fids[sel])

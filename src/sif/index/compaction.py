@@ -21,6 +21,7 @@ hold (tests compare both, with tiny chunks).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -202,12 +203,12 @@ def merged_rows(
     """
     n_ranges = max(1, min(1 << BUCKET_BITS, -(-stored_rows // max(chunk_rows, 1))))
     edges = np.unique(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64)).tolist()
-    readers = [_reader(d, edges) for d in directories]
+    readers = [_reader(d) for d in directories]
     places = [_places(live, r.ids) for r in readers]
-    for k in range(len(edges) - 1):
+    for lo, hi in itertools.pairwise(edges):
         values_parts, pos_parts = [], []
         for reader, place in zip(readers, places, strict=True):
-            values, local = reader.rows(k)
+            values, local = reader.rows(lo, hi)
             values_parts.append(values)
             pos_parts.append(place[local])
         values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
@@ -225,10 +226,10 @@ def merged_rows(
         )
 
 
-def _reader(directory: str, edges: Sequence[int]) -> RangeReader:
+def _reader(directory: str) -> RangeReader:
     """The :class:`RangeReader` of a segment the catalog names (a missing file is damage)."""
     try:
-        return RangeReader(directory, edges)
+        return RangeReader(directory)
     except FileNotFoundError as exc:
         raise corrupt(exc.filename or directory, "missing") from None
 

@@ -364,38 +364,6 @@ class Segment:
         local = self._local(_unpack(np.asarray(self.fid), self.width))
         return values, np.asarray(self.files["id"])[local]
 
-    def rows_between(self, lo: int, hi: int) -> tuple[U32, U32]:
-        """The rows whose bucket (value >> :data:`BUCKET_BITS`) is in ``[lo, hi)``, sorted.
-
-        As (32-bit value, file id): a hash partition of :meth:`all_rows` (every row
-        of one value in one range). Cost: O(rows in the range), plus two binary
-        searches in a segment without bucket offsets.
-        """
-        values, local = self.local_rows_between(lo, hi)
-        return values, np.asarray(self.files["id"])[local]
-
-    def local_rows_between(self, lo: int, hi: int) -> tuple[U32, U32]:
-        """:meth:`rows_between` with each file as its position in this segment's files
-        (checked: a position past them is :class:`IndexCorrupt`)."""
-        if self.offsets is not None:
-            start, end = int(self.offsets[lo]), int(self.offsets[hi])
-            edges: I64 = np.asarray(self.offsets[lo : hi + 1]).astype(np.int64)
-            high = np.repeat(np.arange(lo, hi, dtype=np.uint32), edges[1:] - edges[:-1])
-            values: U32 = (high << np.uint32(BUCKET_BITS)) | np.asarray(self.fp[start:end]).astype(
-                np.uint32
-            )
-        else:
-            fp = np.asarray(self.fp)
-            start = int(np.searchsorted(fp, np.uint32(lo) << np.uint32(BUCKET_BITS)))
-            end = (
-                len(fp)
-                if hi >= 1 << BUCKET_BITS
-                else int(np.searchsorted(fp, np.uint32(hi) << np.uint32(BUCKET_BITS)))
-            )
-            values = np.array(fp[start:end], dtype=np.uint32)
-        w = self.width
-        return values, self._local(_unpack(np.asarray(self.fid[start * w : end * w]), w))
-
     def position(self, ids: U32) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Positions of ``ids`` in this segment's files and whether each is here."""
         fid = np.asarray(self.files["id"])  # strided: one field of the records
@@ -435,19 +403,20 @@ class Segment:
 
 
 class RangeReader:
-    """A segment's rows by bucket range, read with ``pread``, for a merge of every range.
+    """A segment's rows by bucket range (value >> :data:`BUCKET_BITS`), read with ``pread``.
 
-    Made once per merge: it opens the segment (every check of :class:`Segment`),
-    notes where each range of ``edges`` starts, the files' ids and the arrays'
-    places in their files, then closes it. Each :meth:`rows` opens ``fp.npy``
-    and ``fid.npy`` (and ``offsets.npy``) for one range, reads it and closes
-    them: no memory map stays resident and no descriptor stays open (a merge of
-    hundreds of segments), and a segment is not opened again for each range (a
-    merge of 1 M files opened its 62 segments once for each of 42 ranges,
-    0.6 ms an opening: a cost that grew with the square of the index).
+    Opens the segment once (every check of :class:`Segment`), keeps its files'
+    ids, where its arrays start in their files and, in a segment of whole values
+    (under :data:`BUCKET_MIN_ROWS` rows, at most 1 MB), the values; then closes
+    it. Each :meth:`rows` opens ``fp.npy``, ``fid.npy`` (and ``offsets.npy``)
+    for one range, reads it and closes them: no memory map stays resident (at a
+    million files the maps of a collation kept 250 MB resident by its last
+    range) and no descriptor stays open (a merge of hundreds of segments). A
+    merge of 1 M files used to open its 62 segments again for each of 42
+    ranges, 0.6 ms an opening: a cost that grew with the square of the index.
     """
 
-    def __init__(self, directory: str, edges: Sequence[int]) -> None:
+    def __init__(self, directory: str) -> None:
         seg = Segment(directory)
         try:
             self.directory = directory
@@ -457,37 +426,38 @@ class RangeReader:
             self.fp_at = int(getattr(seg.fp, "offset", 0))
             self.fid_at = int(getattr(seg.fid, "offset", 0))
             self.offsets_at = -1
-            edge = np.asarray(edges, dtype=np.int64)
+            self.values: U32 | None = None
             if seg.offsets is not None:
                 self.offsets_at = int(getattr(seg.offsets, "offset", 0))
-                self.starts: I64 = np.asarray(seg.offsets)[edge].astype(np.int64)
-            else:  # whole values: a binary search an edge
-                fp = np.asarray(seg.fp)
-                at = np.minimum(edge, 1 << BUCKET_BITS).astype(np.uint64) << np.uint64(BUCKET_BITS)
-                self.starts = np.searchsorted(fp.astype(np.uint64), at).astype(np.int64)
-                self.starts[edge >= 1 << BUCKET_BITS] = len(fp)
-            self.edges = edge
+            else:
+                self.values = np.array(seg.fp, dtype=np.uint32)
         finally:
             seg.close()
 
-    def rows(self, k: int) -> tuple[U32, U32]:
-        """The rows of range ``k`` (buckets ``edges[k]`` to ``edges[k + 1]``) as
-        (32-bit value, position of the file in :attr:`ids`), sorted by value."""
-        start, end = int(self.starts[k]), int(self.starts[k + 1])
+    def rows(self, lo: int, hi: int) -> tuple[U32, U32]:
+        """The rows whose bucket is in ``[lo, hi)``, sorted by value: a hash partition
+        of :meth:`Segment.all_rows` (every row of one value in one range), as (32-bit
+        value, position of the file in :attr:`ids`). Cost: O(rows in the range)."""
         join = os.path.join
-        raw = _pread(join(self.directory, "fp.npy"), self.fp_at, start, end, self.fp_dtype)
-        if self.offsets_at >= 0:
-            lo, hi = int(self.edges[k]), int(self.edges[k + 1])
+        if self.values is None:
             edges = _pread(
                 join(self.directory, "offsets.npy"), self.offsets_at, lo, hi + 1, _U32[0]
             )
+            start, end = int(edges[0]), int(edges[-1])
             counts: I64 = np.diff(edges.astype(np.int64)).astype(np.int64)
-            if int(edges[0]) != start or int(counts.sum()) != end - start or (counts < 0).any():
-                raise corrupt(join(self.directory, "offsets.npy"), "changed while read")
+            if (counts < 0).any():
+                raise corrupt(join(self.directory, "offsets.npy"), "bucket offsets out of order")
+            raw = _pread(join(self.directory, "fp.npy"), self.fp_at, start, end, self.fp_dtype)
             high = np.repeat(np.arange(lo, hi, dtype=np.uint32), counts)
             values: U32 = (high << np.uint32(BUCKET_BITS)) | raw.astype(np.uint32)
         else:
-            values = raw.astype(np.uint32)
+            start, end = (
+                len(self.values)
+                if b >= 1 << BUCKET_BITS
+                else int(np.searchsorted(self.values, np.uint32(b << BUCKET_BITS)))
+                for b in (lo, hi)
+            )
+            values = self.values[start:end].copy()
         w = self.width
         fid = _pread(join(self.directory, "fid.npy"), self.fid_at, start * w, end * w, _U8[0])
         local = _unpack(fid, w)
