@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sif.cli import main
 from sif.similar import (
@@ -380,20 +382,43 @@ def test_rethreshold_opens_no_file_under_the_tree() -> None:
 
 
 def test_exact_chunks_cut_between_larger_files_by_cost() -> None:
-    from sif.similar import _chunks
+    from sif.similar import _chunk_bounds
 
-    src = ("p", "p", "raw")
-    a = [(j, 1, src, 2 + j, src, True) for j in range(4)]  # pairs of larger file 1
-    b = [(10 + j, 20, src, 21 + j, src, True) for j in range(4)]  # of larger file 20
-    chunks = _chunks(a + b, [1] * 8, 2)
-    assert chunks == [a, b]  # cut where the larger file changes, in order
-    assert _chunks(a + b, [1] * 8, 3) == [a, b]  # never inside a larger file's pairs
-    assert _chunks(a + b, [1] * 8, 1) == [a + b]
-    assert _chunks([], [], 4) == []
+    def chunks(big: list[int], cost: list[int], n: int) -> list[list[int]]:
+        bounds, order = _chunk_bounds(np.asarray(big), np.asarray(cost), n)
+        return [list(range(bounds[c], bounds[c + 1])) for c in order]
+
+    big = [1] * 4 + [20] * 4  # the pairs of larger file 1, then of larger file 20
+    a, b = [0, 1, 2, 3], [4, 5, 6, 7]
+    assert chunks(big, [1] * 8, 2) == [a, b]  # cut where the larger file changes, in order
+    assert chunks(big, [1] * 8, 3) == [a, b]  # never inside a larger file's pairs
+    assert chunks(big, [1] * 8, 1) == [a + b]
+    assert chunks([], [], 4) == []
     # The costliest chunk first: the last ones handed out, run while the other jobs
     # finish, are the cheap ones. Ties keep the tree's order.
-    c = [(20 + j, 30, src, 31 + j, src, True) for j in range(2)]  # of larger file 30
-    assert _chunks(a + b + c, [1] * 8 + [9, 9], 8) == [c, a, b]
+    assert chunks([*big, 30, 30], [1] * 8 + [9, 9], 8) == [[8, 9], a, b]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 6), st.integers(0, 50)), max_size=40),
+    st.integers(1, 20),
+)
+def test_exact_chunks_cover_every_pair_once_and_keep_a_larger_file_whole(
+    pairs: list[tuple[int, int]], n: int
+) -> None:
+    from sif.similar import _chunk_bounds
+
+    big = np.sort(np.asarray([p[0] for p in pairs], dtype=np.int64))
+    cost = np.asarray([p[1] for p in pairs], dtype=np.int64)
+    bounds, order = _chunk_bounds(big, cost, n)
+    assert sorted(order.tolist()) == list(range(len(bounds) - 1))
+    assert bounds[0] == 0 and bounds[-1] == len(big) and np.all(np.diff(bounds) > 0)
+    for cut in bounds[1:-1]:  # a cut between two larger files, never inside one
+        assert big[cut - 1] != big[cut]
+    spent = [int(cost[bounds[c] : bounds[c + 1]].sum()) for c in order]
+    assert spent == sorted(spent, reverse=True)
+    assert len(bounds) - 1 <= n  # at most n chunks
 
 
 def test_normalize_options_reach_the_index_and_never_mix(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ from sif.similar.exact import (
     EXACT_CHUNKS_PER_JOB,
     SMALL_EXACT_BYTES,
     SMALL_EXACT_FLOOR,
-    _chunks,
+    _chunk_bounds,
     exact_containment,
     window_set,
 )
@@ -134,7 +134,7 @@ __all__ = [
     "SimilarResult",
     "SimilarSet",
     "SimilarStats",
-    "_chunks",
+    "_chunk_bounds",
     "collate",
     "exact_containment",
     "find_similar",

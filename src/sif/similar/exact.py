@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -327,32 +328,35 @@ def _exact_chunk(
     )
 
 
-def _chunks(items: list[_ExactItem], cost: list[int], n: int) -> list[list[_ExactItem]]:
-    """Pairs (grouped by larger file) cut into about ``n`` runs of similar ``cost``,
-    the costliest first.
+def _chunk_bounds(big: I64, cost: I64, n: int) -> tuple[I64, I64]:
+    """Pairs sorted by larger file (``big``, each pair's ``cost``) cut into about ``n``
+    runs of similar cost: ``(bounds, order)``, chunk ``c`` being the pairs
+    ``bounds[c]:bounds[c + 1]`` and ``order`` the chunks, the costliest first.
 
-    Cuts fall only between groups, so that a larger file is read in one chunk;
+    Cuts fall only between larger files, so that a larger file is read in one chunk;
     within a chunk the order is kept (files near each other in the tree, often
-    alike, stay together). A group costlier than a share makes a chunk of its
-    own, larger than the others: handed out first, it no longer ends the pass
-    on one core while the other jobs wait (on 1 GB of Linux sources, the last
-    5 of 26 s ran on one of two cores). Cost: O(pairs).
+    alike, stay together). A chunk begins at the first larger file whose pairs
+    start past a multiple of the share (``sum(cost) / n``): a larger file costlier
+    than a share ends its chunk, larger than the others. Handed out first, it no
+    longer ends the pass on one core while the other jobs wait (on 1 GB of Linux
+    sources, the last 5 of 26 s ran on one of two cores). Cost: O(pairs) in numpy,
+    no Python work a pair or a file.
     """
-    if not items:
-        return []
-    if n <= 1:
-        return [items]
-    share = sum(cost) / n
-    out: list[list[_ExactItem]] = [[]]
-    spent = [0.0]
-    for k, it in enumerate(items):
-        if spent[-1] >= share and it[1] != items[k - 1][1]:
-            out.append([])
-            spent.append(0.0)
-        out[-1].append(it)
-        spent[-1] += cost[k]
-    order = sorted(range(len(out)), key=lambda c: -spent[c])  # stable: ties in order
-    return [out[c] for c in order]
+    m = len(big)
+    if not m:
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, big[1:] != big[:-1]])
+    cost = np.asarray(cost, dtype=np.float64)
+    share = float(cost.sum()) / n if n > 1 else 0.0
+    if share > 0:
+        before = np.cumsum(cost) - cost  # the cost of the pairs before each one
+        run = np.floor(before[starts] / share)
+        cut = starts[np.r_[True, run[1:] != run[:-1]]]
+    else:
+        cut = starts[:1]
+    bounds = np.r_[cut, m].astype(np.int64)
+    spent = np.add.reduceat(cost, cut)
+    return bounds, np.argsort(-spent, kind="stable").astype(np.int64)  # stable: ties in order
 
 
 def _exact(
@@ -455,54 +459,58 @@ def _exact_pass(
     size = np.asarray(files["size"], dtype=np.int64)
     a_big, big, small = _larger(todo, ia, ib, files)
     sort = np.lexsort((small, big))  # grouped by larger file, in the tree's order
-    involved = np.concatenate([big, small])
-    srcs = sources(files, involved)
-    fid = files["id"]
-    digest = {int(fid[r]): bytes(files["digest"][r]) for r in srcs}
+    a_big, big, small = a_big[sort], big[sort], small[sort]
     # The sample's rate from the smaller file's distinct windows, estimated as its windows
     # times the share of its fingerprints that are distinct (a file repeating itself, as
     # a register header or a run of zeros, keeps a denser sample or none).
     n_fp = np.asarray(files["n_fp"], dtype=np.float64)[small]
     n_distinct = np.asarray(files["n_distinct"], dtype=np.float64)[small]
     distinct = (size[small] - window + 1) * np.where(n_fp > 0, n_distinct / np.maximum(n_fp, 1), 1)
-    shift = sample_shift(distinct).tolist()
-    items: list[_ExactItem] = []
-    cost: list[int] = []
-    prev = -1
-    for k in sort.tolist():
-        bi, si = int(big[k]), int(small[k])
-        items.append((k, int(fid[bi]), srcs[bi], int(fid[si]), srcs[si], bool(a_big[k]), shift[k]))
-        cost.append(int(size[si]) + (int(size[bi]) if bi != prev else 0))
-        prev = bi
+    shift = sample_shift(distinct)
+    # A larger file's set is made once, with its first pair.
+    first = np.r_[True, big[1:] != big[:-1]] if len(big) else np.empty(0, dtype=bool)
+    cost = size[small] + np.where(first, size[big], 0)
     normalize = str(files["normalize"][0]) if len(files["normalize"]) else "auto"
     # numba's kernels for a bulk pass (import numba alone costs half a second).
-    jit = want_jit(sum(cost))
+    jit = want_jit(int(cost.sum()))
     if engine is not None:  # a worker holds the sets of the chunk it runs, in its memory
         jobs = engine.workers()
         budget = EXACT_CACHE_BYTES // 2
     else:
         jobs = max(1, jobs if pool is not None else 1)
         budget = EXACT_CACHE_BYTES // (2 * jobs) if jobs > 1 else EXACT_CACHE_BYTES
-    chunks = [
-        (
-            window,
-            budget,
-            normalize,
-            {f: digest[f] for it in c for f in (it[1], it[3])},
-            c,
-            jit,
-        )
-        for c in _chunks(items, cost, EXACT_CHUNKS_PER_JOB * jobs)
-    ]
+    bounds, order = _chunk_bounds(big, cost, EXACT_CHUNKS_PER_JOB * jobs)
+    fid = files["id"]
+
+    def chunks() -> Iterator[tuple[int, int, str, dict[int, bytes], list[_ExactItem], bool]]:
+        # Each chunk's work items (a tuple a pair, its files' paths and digests) are made
+        # as it is handed out: a slice's items all at once took 80 MB at 262k pairs.
+        for c in order.tolist():
+            lo, hi = int(bounds[c]), int(bounds[c + 1])
+            srcs = sources(files, np.concatenate([big[lo:hi], small[lo:hi]]))
+            digest = {int(fid[r]): bytes(files["digest"][r]) for r in srcs}
+            items: list[_ExactItem] = [
+                (k, int(fid[bi]), srcs[bi], int(fid[si]), srcs[si], ab, r)
+                for k, bi, si, ab, r in zip(
+                    sort[lo:hi].tolist(),
+                    big[lo:hi].tolist(),
+                    small[lo:hi].tolist(),
+                    a_big[lo:hi].tolist(),
+                    shift[lo:hi].tolist(),
+                    strict=True,
+                )
+            ]
+            yield window, budget, normalize, digest, items, jit
+
     ok = np.zeros(len(todo), dtype=bool)
     inter = np.zeros(len(todo), dtype=np.int64)
     n_a = np.zeros(len(todo), dtype=np.int64)
     n_b = np.zeros(len(todo), dtype=np.int64)
     shifts = np.zeros(len(todo), dtype=np.int64)
     mapped = (
-        shared_map(_exact_chunk, chunks, pool, depth=1)
+        shared_map(_exact_chunk, chunks(), pool, depth=1)
         if engine is None
-        else engine.map_exact(_exact_chunk, chunks)
+        else engine.map_exact(_exact_chunk, chunks())
     )
     for _, done in mapped:
         for w in done.warnings:
