@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sif.similar import SimilarOptions, find_similar
 from textgen import text
@@ -142,3 +147,63 @@ def test_the_exact_pass_and_the_decision_in_slices_score_as_in_one(
 
     monkeypatch.setattr(score_mod, "SCORE_SLICE", 3)
     assert run("idx3") == whole
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=60),
+    st.lists(st.integers(0, 5), min_size=10, max_size=10),
+    st.integers(1, 8),
+)
+def test_exact_slices_cover_every_pair_once_by_runs_of_larger_files(
+    pairs: list[tuple[int, int]], sizes: list[int], slice_pairs: int
+) -> None:
+    # The histogram cut of the exact pass: every pair in one slice, all pairs of a larger
+    # file in one slice, the slices runs of larger files in the tree's order, each about
+    # the slice's size (one more larger file's pairs at most).
+    from sif.similar import exact as exact_mod
+
+    files = {"size": np.asarray(sizes, dtype=np.int64)}
+    ia = np.asarray([p[0] for p in pairs], dtype=np.int32)
+    ib = np.asarray([p[1] for p in pairs], dtype=np.int32)
+    old = exact_mod.EXACT_SLICE_PAIRS
+    exact_mod.EXACT_SLICE_PAIRS = slice_pairs
+    try:
+        parts = exact_mod._slices(ia, ib, files)
+    finally:
+        exact_mod.EXACT_SLICE_PAIRS = old
+    got = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    assert sorted(got.tolist()) == list(range(len(pairs)))
+    _, big, _ = exact_mod._larger(ia, ib, files)
+    spans = [(int(big[p].min()), int(big[p].max())) for p in parts if len(p)]
+    for (_, hi), (lo, _) in itertools.pairwise(spans):
+        assert hi < lo  # runs of larger files, in order, none in two slices
+    for p in parts:
+        most = int(np.bincount(big[p]).max()) if len(p) else 0
+        assert len(p) < slice_pairs + most  # about the slice's size
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sets(st.tuples(st.integers(0, 20), st.integers(0, 20)), max_size=50),
+    st.sets(st.tuples(st.integers(0, 20), st.integers(0, 20)), max_size=50),
+    st.integers(1, 7),
+)
+def test_small_pass_candidates_known_as_collated_pairs(
+    collated: set[tuple[int, int]], found: set[tuple[int, int]], slice_pairs: int
+) -> None:
+    from sif.similar import smallpass
+
+    cols = {
+        "a": np.asarray([p[0] for p in collated], dtype=np.uint32),
+        "b": np.asarray([p[1] for p in collated], dtype=np.uint32),
+    }
+    key = np.unique(np.asarray([(a << 32) | b for a, b in found], dtype=np.uint64))
+    old = smallpass.KNOWN_SLICE
+    smallpass.KNOWN_SLICE = slice_pairs
+    try:
+        known = smallpass._known(key, cols)
+    finally:
+        smallpass.KNOWN_SLICE = old
+    expect = [((int(k) >> 32), int(k) & 0xFFFFFFFF) in collated for k in key]
+    assert known.tolist() == expect

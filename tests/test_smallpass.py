@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from sif.core import exactsets
 from sif.core.exactkernels import bit_filter, bucket_offsets, probe_hits
 from textgen import text
+from treeutil import write
 
 
 def sif(*args: object) -> subprocess.CompletedProcess[str]:
@@ -100,15 +102,14 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
     bits = max(1, min(30, len(values).bit_length() - 1))
     fbits = bits + 4
     off, f = bucket_offsets(values, bits), bit_filter(values, fbits)
-    stamp = np.full(len(values), -1, dtype=np.int32)
+    stamp = np.zeros(len(values), dtype=np.uint16)
     hits = np.zeros(len(sets), dtype=np.int32)
-    seen = np.empty(len(values), dtype=np.int32)
     arr = np.frombuffer(data, dtype=np.uint8)
     base = np.uint64(exactsets.BASE)
     top = exactsets._top_power(exactsets.BASE, window)
-    for mark in (1, 2):  # a second file with the same bytes counts again
+    for mark in (1, 2, 65535):  # a second file with the same bytes counts again
         got_o, got_c = probe_hits(
-            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits, seen
+            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits
         )
         got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
         want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}
@@ -156,3 +157,28 @@ def test_the_table_written_for_the_workers_is_the_table_and_is_removed(tmp_path:
         assert not list((idx / "tmp").glob("sif-smallpass-*"))
     assert runs[0] == runs[1]
     assert {frozenset(("big.txt", f"s{i}.txt")) for i in range(6)} <= set(runs[1])
+
+
+def test_the_probe_s_marks_start_again_on_a_clean_stamp(tmp_path: Path, monkeypatch: Any) -> None:
+    """The stamp holds 2-byte marks, one a file streamed; past the last mark it is zeroed and
+    the marks start again: with two marks only, the pass finds what it finds with all."""
+    from sif.similar import SimilarOptions, find_similar, smallpass
+
+    tree = tmp_path / "t"
+    big = text(7, 40_000)
+    write(tree / "big.txt", big)
+    write(tree / "big2.txt", big[:20_000] + text(8, 20_000))
+    for i in range(5):
+        write(tree / f"s{i}.txt", big[7_000 * i + 300 : 7_000 * i + 700])
+    for i in range(6):
+        write(tree / f"other{i}.txt", text(20 + i, 3_000))
+
+    def pairs(index: str) -> set[frozenset[str]]:
+        r = find_similar([tree], tmp_path / index, options=SimilarOptions(), jobs=1)
+        return {frozenset((Path(p.a.path).name, Path(p.b.path).name)) for p in r.pairs}
+
+    monkeypatch.setattr(smallpass, "STREAM_CHUNKS_PER_JOB", 1)  # one chunk: one stamp
+    whole = pairs("idx1")
+    monkeypatch.setattr(smallpass, "STAMP_MARKS", 1)  # a clean stamp for each file
+    assert pairs("idx2") == whole
+    assert {frozenset(("big.txt", f"s{i}.txt")) for i in range(5)} <= whole

@@ -200,10 +200,9 @@ def probe_hits(
     bits: int,
     f: U64,
     fbits: int,
-    stamp: npt.NDArray[np.int32],
+    stamp: npt.NDArray[np.uint16],
     mark: int,
     hits: npt.NDArray[np.int32],
-    seen: npt.NDArray[np.int32],
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:  # pragma: no cover
     """Which owners' sampled windows the bytes ``data`` hold, and how many distinct ones.
 
@@ -214,10 +213,12 @@ def probe_hits(
     bucket offsets (:func:`bucket_offsets`) and bitmap (:func:`bit_filter`).
     Each entry counts once per file however often the file repeats the
     window: the entries of a value (one an owner, side by side) are stamped
-    with ``mark`` (a number new for each file; ``stamp`` starts at -1) and
-    noted in ``seen`` (scratch, as long as ``s``) the first time the file
-    holds it; again, its first entry's stamp ends the look-up (a register
-    header repeats its windows, a boilerplate window has hundreds of owners).
+    with ``mark`` (1..65535, new for each file; the caller zeroes ``stamp``
+    when the marks start again: 2 bytes an entry) and noted (in a list that
+    grows as the file holds entries, not one as long as ``s``) the first time
+    the file holds it; again, its first entry's stamp ends the look-up (a
+    register header repeats its windows, a boilerplate window has hundreds of
+    owners).
     ``hits`` (one counter an owner, all 0) is scratch and left all 0.
     Returns (owners, distinct entries of each held). One pass over ``data``
     with nothing but the bitmap test for most windows (about 7 ns a byte for
@@ -225,6 +226,7 @@ def probe_hits(
     """
     shift = np.uint64(64 - bits)
     fshift = np.uint64(64 - fbits)
+    seen = np.empty(64, dtype=np.int32)
     ns = 0
     n = len(data)
     h = np.uint64(0)
@@ -246,6 +248,10 @@ def probe_hits(
                         j = t
                         while j < end and s[j] == v:
                             stamp[j] = mark
+                            if ns == len(seen):
+                                grown = np.empty(2 * ns, dtype=np.int32)
+                                grown[:ns] = seen
+                                seen = grown
                             seen[ns] = j
                             ns += 1
                             j += 1

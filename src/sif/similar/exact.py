@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -133,6 +132,11 @@ def sources(files: dict[str, npt.NDArray[Any]], rows: I64 | None = None) -> dict
     }
 
 
+#: Pairs looked at a time for the pairs of small files: the estimates' temporaries exist
+#: for one slice, not for every collated pair.
+SMALL_SCAN_SLICE = 1 << 18
+
+
 def _exact_small(
     cols: dict[str, npt.NDArray[Any]],
     files: dict[str, npt.NDArray[Any]],
@@ -152,31 +156,44 @@ def _exact_small(
     Unreadable files are warnings; their pairs keep the estimate. Cost: one read
     and window set per small file of such a pair (1 GB of Linux sources: 2.3k
     files, 11k pairs, 0.3 s on one process); on ``engine``'s workers if given.
+    Memory: the pairs are looked at :data:`SMALL_SCAN_SLICE` at a time (their
+    estimates), and only those to score are kept (a row and two file rows each);
+    no column of ``cols`` is copied.
     """
-    if not len(cols["a"]):
-        return
+    n = len(cols["a"])
     ids = np.asarray(files["id"], dtype=np.uint32)
-    ia, ib = np.searchsorted(ids, cols["a"]), np.searchsorted(ids, cols["b"])
-    size = files["size"]
-    small = np.maximum(size[ia], size[ib]) < SMALL_EXACT_BYTES
-    if not small.any():
+    if not n or not len(ids):
         return
-    a_in_b, b_in_a, _ = pair_estimates(
-        cols["shared"].astype(np.float64),
-        size[ia],
-        files["n_fp"][ia],
-        files["n_distinct"][ia],
-        size[ib],
-        files["n_fp"][ib],
-        files["n_distinct"][ib],
-        params,
-    )
-    todo = np.flatnonzero(small & (np.maximum(a_in_b, b_in_a) >= SMALL_EXACT_FLOOR))
-    if len(todo):
+    size = np.asarray(files["size"], dtype=np.int64)
+    last = len(ids) - 1
+    rows, ias, ibs = [], [], []
+    for lo in range(0, n, SMALL_SCAN_SLICE):
+        hi = min(n, lo + SMALL_SCAN_SLICE)
+        ia = np.minimum(np.searchsorted(ids, cols["a"][lo:hi]), last)
+        ib = np.minimum(np.searchsorted(ids, cols["b"][lo:hi]), last)
+        small = np.flatnonzero(np.maximum(size[ia], size[ib]) < SMALL_EXACT_BYTES)
+        if not len(small):
+            continue
+        ia, ib = ia[small], ib[small]
+        a_in_b, b_in_a, _ = pair_estimates(
+            cols["shared"][lo:hi][small].astype(np.float64),
+            size[ia],
+            files["n_fp"][ia],
+            files["n_distinct"][ia],
+            size[ib],
+            files["n_fp"][ib],
+            files["n_distinct"][ib],
+            params,
+        )
+        keep = np.maximum(a_in_b, b_in_a) >= SMALL_EXACT_FLOOR
+        rows.append(lo + small[keep])
+        ias.append(ia[keep].astype(np.int32))
+        ibs.append(ib[keep].astype(np.int32))
+    if rows and sum(len(r) for r in rows):
         _exact(
-            todo,
-            ia,
-            ib,
+            np.concatenate(rows),
+            np.concatenate(ias),
+            np.concatenate(ibs),
             files,
             params.window,
             cols,
@@ -350,7 +367,8 @@ def _chunk_bounds(big: I64, cost: I64, n: int) -> tuple[I64, I64]:
     share = float(cost.sum()) / n if n > 1 else 0.0
     if share > 0:
         before = np.cumsum(cost) - cost  # the cost of the pairs before each one
-        run = np.floor(before[starts] / share)
+        # At most n chunks: pairs of no cost after the last share's start stay in it.
+        run = np.minimum(np.floor(before[starts] / share), n - 1)
         cut = starts[np.r_[True, run[1:] != run[:-1]]]
     else:
         cut = starts[:1]
@@ -360,9 +378,9 @@ def _chunk_bounds(big: I64, cost: I64, n: int) -> tuple[I64, I64]:
 
 
 def _exact(
-    todo: I64,
-    ia: I64,
-    ib: I64,
+    rows: I64,
+    ia: npt.NDArray[Any],
+    ib: npt.NDArray[Any],
     files: dict[str, npt.NDArray[Any]],
     window: int,
     cols: dict[str, npt.NDArray[Any]],
@@ -373,8 +391,10 @@ def _exact(
     jobs: int = 1,
     engine: Engine | None = None,
 ) -> None:
-    """Fill ``cols['exact_ab'/'exact_ba']`` for the pairs ``todo``, reading their files.
+    """Fill ``cols['exact_ab'/'exact_ba'/'exact_n']`` at ``rows``, reading their files.
 
+    ``ia``, ``ib``: the rows in ``files`` of each pair's ``a`` and ``b``, aligned
+    with ``rows`` (only the pairs to score: no column of every collated pair).
     The pairs, grouped by their larger file (whose window set is made once),
     are cut into contiguous chunks of similar cost shared between this process
     and the workers of ``pool`` (:func:`sif.executors.local.shared_map`), or
@@ -384,59 +404,74 @@ def _exact(
     then a bucket index over them), each smaller one once per chunk unless the
     cache lost it, then one lookup per window of the smaller file (a merge or
     a galloping search for a larger file with one partner); memory at most
-    :data:`EXACT_CACHE_BYTES` of window sets in all. Measured on 1 GB of Linux
-    sources: 251k pairs, 1.4 GiB read, about 100 CPU seconds.
+    :data:`EXACT_CACHE_BYTES` of window sets in all, and about 30 bytes a pair
+    to score beside ``rows``. Measured on 1 GB of Linux sources: 251k pairs,
+    1.4 GiB read, about 100 CPU seconds.
     """
 
     t0 = time.perf_counter()
-    progress.stage("exact containment", len(todo), unit="pairs")
-    for part in _slices(todo, ia, ib, files):
+    progress.stage("exact containment", len(rows), unit="pairs")
+    for part in _slices(ia, ib, files):
         ok, inter, n_a, n_b, shift = _exact_pass(
-            part, ia, ib, files, window, stats, on_warning, pool, jobs, progress, engine
+            ia[part], ib[part], files, window, stats, on_warning, pool, jobs, progress, engine
         )
-        rows = part[ok]
-        cols["exact_ab"][rows] = inter[ok] / np.maximum(n_a[ok], 1)
-        cols["exact_ba"][rows] = inter[ok] / np.maximum(n_b[ok], 1)
+        done = rows[part][ok]
+        cols["exact_ab"][done] = inter[ok] / np.maximum(n_a[ok], 1)
+        cols["exact_ba"][done] = inter[ok] / np.maximum(n_b[ok], 1)
         # A sampled score: the values its larger share counts (the interval's n).
         sampled = shift[ok] > 0
-        cols["exact_n"][rows] = np.where(sampled, np.minimum(n_a[ok], n_b[ok]), 0)
-        stats.exact_pairs += len(rows)
+        cols["exact_n"][done] = np.where(sampled, np.minimum(n_a[ok], n_b[ok]), 0)
+        stats.exact_pairs += len(done)
         stats.sampled_pairs += int(np.count_nonzero(sampled))
     stats.seconds_exact += time.perf_counter() - t0
 
 
 def _larger(
-    todo: I64, ia: I64, ib: I64, files: dict[str, npt.NDArray[Any]]
+    a: npt.NDArray[Any], b: npt.NDArray[Any], files: dict[str, npt.NDArray[Any]]
 ) -> tuple[npt.NDArray[np.bool_], I64, I64]:
-    """For the pairs ``todo``: whether ``a`` is the larger file (ties: the first row),
-    the larger file's row and the smaller's."""
+    """For the pairs of files at rows ``a`` and ``b``: whether ``a`` is the larger file
+    (ties: the first row), the larger file's row and the smaller's."""
     size = np.asarray(files["size"], dtype=np.int64)
-    a, b = ia[todo], ib[todo]
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     a_big = (size[a] > size[b]) | ((size[a] == size[b]) & (a <= b))
     return a_big, np.where(a_big, a, b), np.where(a_big, b, a)
 
 
-def _slices(todo: I64, ia: I64, ib: I64, files: dict[str, npt.NDArray[Any]]) -> list[I64]:
-    """``todo`` by larger file, cut into slices of about :data:`EXACT_SLICE_PAIRS` pairs
-    (never between two pairs of one larger file)."""
-    if len(todo) <= EXACT_SLICE_PAIRS:
-        return [todo]
-    _, big, small = _larger(todo, ia, ib, files)
-    order = np.lexsort((small, big))
-    todo, big = todo[order], big[order]
-    starts = np.flatnonzero(np.r_[True, big[1:] != big[:-1]])
-    cuts = [0]
-    for s in starts.tolist():  # one step a larger file
-        if s - cuts[-1] >= EXACT_SLICE_PAIRS:
-            cuts.append(s)
-    cuts.append(len(todo))
-    return [todo[x:y] for x, y in itertools.pairwise(cuts)]
+def _slices(
+    ia: npt.NDArray[Any], ib: npt.NDArray[Any], files: dict[str, npt.NDArray[Any]]
+) -> list[I64]:
+    """The positions of the pairs (files at ``ia``, ``ib``) cut into slices of about
+    :data:`EXACT_SLICE_PAIRS` pairs, each a run of larger files in the tree's order (never
+    two slices for one larger file).
+
+    The cut is made on the count of pairs a larger file (a histogram), not by sorting the
+    pairs: a few bytes a pair beside the slice's positions (a sort of 4 M pairs held
+    about 20 arrays of them).
+    """
+    n = len(ia)
+    if n <= EXACT_SLICE_PAIRS:
+        return [np.arange(n, dtype=np.int64)]
+    size = np.asarray(files["size"], dtype=np.int64)
+    big = np.empty(n, dtype=np.int64)
+    step = EXACT_SLICE_PAIRS
+    for lo in range(0, n, step):  # in steps: the comparison's temporaries stay small
+        a = np.asarray(ia[lo : lo + step], dtype=np.int64)
+        b = np.asarray(ib[lo : lo + step], dtype=np.int64)
+        a_big = (size[a] > size[b]) | ((size[a] == size[b]) & (a <= b))
+        big[lo : lo + step] = np.where(a_big, a, b)
+    counts = np.bincount(big, minlength=len(size))
+    before = np.cumsum(counts) - counts  # the pairs of the larger files before each file
+    # A slice begins at the first larger file whose pairs start past a multiple of the
+    # slice's size: a file with more pairs than that ends its slice, as before.
+    slice_of_file = (before // EXACT_SLICE_PAIRS).astype(np.int32)
+    slice_of_pair = slice_of_file[big]
+    del big, counts, before
+    return [np.flatnonzero(slice_of_pair == k) for k in np.unique(slice_of_pair).tolist()]
 
 
 def _exact_pass(
-    todo: I64,
-    ia: I64,
-    ib: I64,
+    ia: npt.NDArray[Any],
+    ib: npt.NDArray[Any],
     files: dict[str, npt.NDArray[Any]],
     window: int,
     stats: SimilarStats,
@@ -446,9 +481,10 @@ def _exact_pass(
     progress: Progress | None = None,
     engine: Engine | None = None,
 ) -> tuple[npt.NDArray[np.bool_], I64, I64, I64, I64]:
-    """|S(A) ∩ S(B)|, |S(A)|, |S(B)| of the pairs ``todo``, or of their window samples.
+    """|S(A) ∩ S(B)|, |S(A)|, |S(B)| of the pairs of files at ``ia``, ``ib``, or of their
+    window samples.
 
-    Returns, aligned with ``todo``: whether the pair was scored (both files
+    Returns, aligned with ``ia``: whether the pair was scored (both files
     read and unchanged), the intersection and both set sizes, and the shift of
     the sample they count (0: every window; :data:`SAMPLE_FROM`). With ``engine``,
     the chunks (about :data:`EXACT_CHUNKS_PER_JOB` a worker) run on its
@@ -457,7 +493,7 @@ def _exact_pass(
     from sif.executors.local import shared_map
 
     size = np.asarray(files["size"], dtype=np.int64)
-    a_big, big, small = _larger(todo, ia, ib, files)
+    a_big, big, small = _larger(ia, ib, files)
     sort = np.lexsort((small, big))  # grouped by larger file, in the tree's order
     a_big, big, small = a_big[sort], big[sort], small[sort]
     # The sample's rate from the smaller file's distinct windows, estimated as its windows
@@ -502,11 +538,11 @@ def _exact_pass(
             ]
             yield window, budget, normalize, digest, items, jit
 
-    ok = np.zeros(len(todo), dtype=bool)
-    inter = np.zeros(len(todo), dtype=np.int64)
-    n_a = np.zeros(len(todo), dtype=np.int64)
-    n_b = np.zeros(len(todo), dtype=np.int64)
-    shifts = np.zeros(len(todo), dtype=np.int64)
+    ok = np.zeros(len(ia), dtype=bool)
+    inter = np.zeros(len(ia), dtype=np.int64)
+    n_a = np.zeros(len(ia), dtype=np.int64)
+    n_b = np.zeros(len(ia), dtype=np.int64)
+    shifts = np.zeros(len(ia), dtype=np.int64)
     mapped = (
         shared_map(_exact_chunk, chunks(), pool, depth=1)
         if engine is None

@@ -109,8 +109,9 @@ def pending_exact(
 
 
 #: Collated pairs scored at a time: the score's temporaries (about 20 arrays a pair)
-#: exist for one slice, not for all the pairs (10 M pairs would hold 1.6 GB of them).
-SCORE_SLICE = 1 << 20
+#: exist for one slice, not for all the pairs (10 M pairs would hold 1.6 GB of them;
+#: a slice of 1 M, 160 MB).
+SCORE_SLICE = 1 << 18
 
 
 def _slice(cols: dict[str, npt.NDArray[Any]], lo: int, hi: int) -> dict[str, npt.NDArray[Any]]:
@@ -142,17 +143,22 @@ def _score(
         [lo + pending_exact(_slice(cols, lo, hi), files, options, params) for lo, hi in spans]
     )
     if len(todo):
-        sub = {k: cols[k][todo] for k in ("a", "b", "exact_ab", "exact_ba", "exact_n")}
-        # The files' rows only (every estimate of a million candidates: 130 bytes each).
+        # The files' rows of the pairs to score only, 4 bytes each (every estimate of a
+        # million candidates: 130 bytes each); the scores go straight into ``cols``.
         ids = np.asarray(files["id"], dtype=np.uint32)
-        ia, ib = np.searchsorted(ids, sub["a"]), np.searchsorted(ids, sub["b"])
+        ia = np.empty(len(todo), dtype=np.int32)
+        ib = np.empty(len(todo), dtype=np.int32)
+        for lo in range(0, len(todo), SCORE_SLICE):
+            part = todo[lo : lo + SCORE_SLICE]
+            ia[lo : lo + SCORE_SLICE] = np.searchsorted(ids, cols["a"][part])
+            ib[lo : lo + SCORE_SLICE] = np.searchsorted(ids, cols["b"][part])
         _exact(
-            np.arange(len(todo)),
+            todo,
             ia,
             ib,
             files,
             params.window,
-            sub,
+            cols,
             stats,
             on_warning,
             progress,
@@ -160,8 +166,7 @@ def _score(
             jobs,
             engine,
         )
-        for k in ("exact_ab", "exact_ba", "exact_n"):
-            cols[k][todo] = sub[k]
+        del ia, ib
     kept = [_decide(_slice(cols, lo, hi), files, options, params, stats) for lo, hi in spans]
     return PairTable(files, {k: np.concatenate([c[k] for c in kept]) for k in kept[0]})
 

@@ -64,6 +64,8 @@ SAMPLE_WINDOWS = 64
 #: At 10% the pass scored 435k pairs on 1 GB of Linux sources (mostly tiny Makefiles
 #: and Kconfig files held 10-25% by others), at 25% 73,712.
 SMALL_PASS_FLOOR = 0.25
+#: Marks of files the probe's stamp tells apart (``uint16``; 0 is no mark).
+STAMP_MARKS = (1 << 16) - 1
 #: Work items a job when streaming.
 STREAM_CHUNKS_PER_JOB = 8
 #: The columns of ``files`` a streaming chunk carries for its files.
@@ -181,7 +183,8 @@ def _table(
     n_windows = np.zeros(n_files, dtype=np.int64)
     n_sample = np.zeros(n_files, dtype=np.int64)
     parts: list[I64] = []
-    owners: list[I32] = []
+    kept_rows: list[int] = []
+    kept_counts: list[int] = []
     for r, fid, src in small:
         s = sets.get(fid, src)
         sets.release(fid, src)
@@ -190,11 +193,17 @@ def _table(
         kept = _sample(s)
         n_windows[r], n_sample[r] = len(s), len(kept)
         parts.append(kept)
-        owners.append(np.full(len(kept), r, dtype=np.int32))
+        kept_rows.append(r)
+        kept_counts.append(len(kept))
+    # Sorted with as few copies as can be (at a million files, 12 M values: each copy
+    # 100 MB): the parts go once joined, the owners are made as a run each.
     values = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    own = np.concatenate(owners) if owners else np.empty(0, np.int32)
+    del parts
+    own = np.repeat(np.asarray(kept_rows, dtype=np.int32), kept_counts)
     order = np.argsort(values, kind="stable")
-    values, own = values[order], own[order]
+    values = values[order]
+    own = own[order]
+    del order
     # 16-32 bits of filter an entry: each window of the tree is one test of it.
     table = _Table(
         _sets.IndexedSet(values, filter_bits=5),
@@ -244,9 +253,10 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     items = [(int(r), int(i), srcs[k]) for k, (r, i) in enumerate(zip(rows, f["id"], strict=True))]
     k = _sets._compiled()
     ix = table.index
-    stamp = np.full(len(ix), -1, dtype=np.int32)
+    # A mark a file, 2 bytes an entry (and no scratch list as long as the table: at a
+    # million files, 12 M entries, 100 MB a process with both in 4 bytes).
+    stamp = np.zeros(len(ix), dtype=np.uint16)
     hits = np.zeros(table.n_owners, dtype=np.int32)
-    seen = np.empty(len(ix), dtype=np.int32)
     marks = {"next": 0}
 
     base, top = np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window)
@@ -256,6 +266,9 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
         if len(arr) < window or not len(ix):
             return np.empty((2, 0), dtype=np.int32)
         marks["next"] += 1
+        if marks["next"] > STAMP_MARKS:  # the marks start again on a clean stamp
+            stamp[:] = 0
+            marks["next"] = 1
         owners, counts = k["probe"](
             arr,
             window,
@@ -270,7 +283,6 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
             stamp,
             marks["next"],
             hits,
-            seen,
         )
         return np.stack([owners, counts])
 
@@ -302,6 +314,28 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
         sets.changed,
         tuple(warnings),
     )
+
+
+#: Collated pairs looked at a time when the pass's candidates are checked against them.
+KNOWN_SLICE = 1 << 18
+
+
+def _known(key: npt.NDArray[np.uint64], cols: dict[str, npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """Which of the sorted, distinct pair keys ``key`` (``a << 32 | b``) are pairs of ``cols``.
+
+    The collated pairs are looked up :data:`KNOWN_SLICE` at a time in ``key`` (a binary
+    search each): no key array of every collated pair (8 bytes each, and as much
+    again to sort them).
+    """
+    found = np.zeros(len(key), dtype=bool)
+    if not len(key):
+        return found
+    for lo in range(0, len(cols["a"]), KNOWN_SLICE):
+        a = cols["a"][lo : lo + KNOWN_SLICE].astype(np.uint64)
+        k = (a << np.uint64(32)) | cols["b"][lo : lo + KNOWN_SLICE].astype(np.uint64)
+        at = np.minimum(np.searchsorted(key, k), len(key) - 1)
+        found[at[key[at] == k]] = True
+    return found
 
 
 def small_pass(
@@ -430,8 +464,7 @@ def _small_pass(
     a = np.minimum(ids[o], ids[r]).astype(np.uint64)
     b = np.maximum(ids[o], ids[r]).astype(np.uint64)
     key = np.unique((a << np.uint64(32)) | b)  # a pair of two small files is found twice
-    known = (cols["a"].astype(np.uint64) << np.uint64(32)) | cols["b"].astype(np.uint64)
-    key = key[~np.isin(key, known)]
+    key = key[~_known(key, cols)]
     stats.small_candidates += len(key)
     if not len(key):
         return empty
