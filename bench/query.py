@@ -17,8 +17,10 @@
    (``python -c pass``, ``python -c "import numpy"``) and the load average.
    With ``--index``: the default and ``--fast``, of ``--query FILE`` (by
    default the 29 KB file above), next to a ladder that splits the cost:
-   Python alone, + numpy, + click, + every module the query imports (a
-   process that imports them in the query's order and does nothing else),
+   Python alone, + numpy (plain, then as the query does: imports without the
+   cyclic GC, everything frozen before the exit), + click, + every module
+   the query imports (a process that imports them in the query's order and
+   does nothing else),
    all run in turn (one run of each command a round, so that a change of the
    machine's load falls on all of them); ``--against PYTHON`` adds the same
    queries run by another interpreter's sif (e.g. the main checkout's venv),
@@ -158,16 +160,24 @@ def query_imports(args: list[str]) -> list[str]:
 
 def ladder(idx: Path, query: Path, runs: int, against: str | None) -> None:
     """The whole process of ``sif query`` (default and ``--fast``) beside its floors,
-    all run in turn: Python; + numpy; + click; + every module the query imports."""
+    all run in turn: Python; + numpy (plain, then as the query imports it: without
+    the GC, frozen at exit); + click; + every module the query imports."""
     args = ["query", "--index", str(idx), str(query)]
     env = {"OPENBLAS_NUM_THREADS": "1", **CHILD_ENV}  # as sif.cli.query sets it
     mods = query_imports(args)
-    imports = "import gc; gc.disable()\n" + "".join(f"import {m}\n" for m in mods)
+
+    # The floors as the query's own process runs: imports without the GC, all frozen
+    # before the exit (else the collection at the interpreter's end, over numpy's
+    # objects and the rest, costs ~12 ms more: plain `import numpy` shows it).
+    def frozen(imports: str) -> list[str]:
+        return [sys.executable, "-c", f"import gc; gc.disable()\n{imports}\ngc.freeze()"]
+
     steps: list[tuple[str, list[str], dict[str, str] | None]] = [
         ("python -c pass", [sys.executable, "-c", "pass"], None),
-        ("+ numpy", [sys.executable, "-c", "import numpy"], env),
-        ("+ click", [sys.executable, "-c", "import numpy, click"], env),
-        (f"+ the query's {len(mods)} imports", [sys.executable, "-c", imports], env),
+        ("python -c 'import numpy'", [sys.executable, "-c", "import numpy"], env),
+        ("numpy, GC off and frozen (as sif query)", frozen("import numpy"), env),
+        ("+ click", frozen("import numpy, click"), env),
+        (f"+ the query's {len(mods)} imports", frozen("\n".join(f"import {m}" for m in mods)), env),
         ("sif query --fast", [sys.executable, "-m", "sif", *args, "--fast"], None),
         ("sif query", [sys.executable, "-m", "sif", *args], None),
     ]
