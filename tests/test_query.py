@@ -124,7 +124,7 @@ heavy = ["sif.index.build", "sif.exact", "sif.exact.pipeline", "sif.walk", "sif.
          "sif.similar", "sif.index.duck", "duckdb", "multiprocessing", "concurrent.futures",
          "numba", "llvmlite", "rich", "dask", "distributed", "pandas", "pyarrow", "sif.html",
          "sif.compare", "sif.passages", "sif.index.compaction", "sif.index.pairs",
-         "sif.normalizers", "csv"]
+         "sif.normalizers", "csv", "pygments"]
 print(" ".join(m for m in heavy if m in sys.modules))
 """
 

@@ -62,7 +62,7 @@ SUMMARIES = {
 }
 """Command name -> the first paragraph of its help, which ``sif --help`` shortens
 as click would (held to each command's own by the tests). Importing every command
-for it cost ``sif --help`` ~70 ms: numpy, sif.similar, the actions' planner."""
+for it cost ``sif --help`` ~160 ms: numpy, sif.similar, the actions' planner."""
 
 
 class LazyGroup(click.Group):
