@@ -12,6 +12,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "sif.index._lookupc",
+            ["src/sif/index/_lookupc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
             "sif._dirc",
             ["src/sif/_dirc.c"],
             extra_compile_args=["-O2"],

@@ -14,7 +14,7 @@ with two blank lines in three dropped.
 Similarity is the score ``sif similar`` compares with its threshold: the
 containment of the smaller set of distinct fingerprints in the larger,
 ``max(C(A, B), C(B, A))``, default ``winnow`` fingerprints, over the raw
-bytes and over the ``code`` view (:func:`sif.content.normalize_code`).
+bytes and over the ``code`` view (:func:`sif.normalizers.normalize_code`).
 As a control for false positives, each module is also compared with the
 next one in the list, and every pair of distinct modules (unrelated code).
 Printed: one line per module, then the distributions (mean, median, 10th
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sif.content import normalize_code
 from sif.fingerprint import fingerprint
+from sif.normalizers import normalize_code
 
 # The plagiarist's transformer is the tests' helper, shared on purpose.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -1,6 +1,7 @@
 """bench/query: `sif query` latency, index size, and incremental re-index cost (issue 4).
 
     python bench/query.py [--corpus DIR] [--sizes 1,5,20] [--work DIR] [--cold-only [--runs N]]
+    python bench/query.py --cold-only --index DIR [--query FILE] [--against PYTHON] [--runs N]
 
 1. Latency of one query (a 29 KB real file) against indexes of 1M, 5M, 20M
    fingerprint rows (synthetic files of 100 random values each, plus the
@@ -14,6 +15,16 @@
    any. Each whole-process figure is the min and median of --runs, wall and
    CPU (user+sys), after one run that is not counted, next to the floor
    (``python -c pass``, ``python -c "import numpy"``) and the load average.
+   With ``--index``: the default and ``--fast``, of ``--query FILE`` (by
+   default the 29 KB file above), next to a ladder that splits the cost:
+   Python alone, + numpy (plain, then as the query does: imports without the
+   cyclic GC, everything frozen before the exit), + click, + every module
+   the query imports (a process that imports them in the query's order and
+   does nothing else),
+   all run in turn (one run of each command a round, so that a change of the
+   machine's load falls on all of them); ``--against PYTHON`` adds the same
+   queries run by another interpreter's sif (e.g. the main checkout's venv),
+   also in turn.
    The child processes cache their bytecode (``PYTHONPYCACHEPREFIX`` under
    the scratch directory, ``PYTHONDONTWRITEBYTECODE`` unset): a user's
    installed sif has its ``.pyc`` files; without them every run compiles
@@ -79,24 +90,37 @@ def timed_runs(
     cmd: list[str], runs: int, env: dict[str, str] | None = None
 ) -> tuple[list[float], list[float]]:
     """Wall and CPU (user+sys) seconds of ``runs`` runs of ``cmd``, after one not counted."""
-    env = CHILD_ENV if env is None else env
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
-    walls, cpus = [], []
+    return interleaved([(cmd, env)], runs)[0]
+
+
+def interleaved(
+    cmds: list[tuple[list[str], dict[str, str] | None]], runs: int
+) -> list[tuple[list[float], list[float]]]:
+    """Wall and CPU (user+sys) seconds of each of ``cmds`` (command, environment), run
+    in turn ``runs`` times after one round that is not counted."""
+    for cmd, env in cmds:
+        subprocess.run(cmd, check=True, capture_output=True, env=CHILD_ENV if env is None else env)
+    out: list[tuple[list[float], list[float]]] = [([], []) for _ in cmds]
     for _ in range(runs):
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=env)
-        walls.append(time.perf_counter() - t0)
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-    return walls, cpus
+        for (cmd, env), (walls, cpus) in zip(cmds, out, strict=True):
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            subprocess.run(
+                cmd, check=True, capture_output=True, env=CHILD_ENV if env is None else env
+            )
+            walls.append(time.perf_counter() - t0)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return out
 
 
 def figures(walls: list[float], cpus: list[float]) -> str:
-    """``min/median`` of wall and CPU, in ms."""
+    """``min/median/max`` of wall, ``min/median`` of CPU, in ms."""
     return (
-        f"wall {1000 * min(walls):.0f}/{1000 * statistics.median(walls):.0f} ms, "
-        f"cpu {1000 * min(cpus):.0f}/{1000 * statistics.median(cpus):.0f} ms (min/median)"
+        f"wall {1000 * min(walls):.0f}/{1000 * statistics.median(walls):.0f}"
+        f"/{1000 * max(walls):.0f} ms, "
+        f"cpu {1000 * min(cpus):.0f}/{1000 * statistics.median(cpus):.0f} ms "
+        "(min/median/max, min/median)"
     )
 
 
@@ -110,6 +134,63 @@ def cold_process(idx: Path, runs: int) -> float:
     walls, cpus = timed_runs(cmd, runs)
     print(f"  whole `sif query` process: {figures(walls, cpus)}; {load()}")
     return statistics.median(walls)
+
+
+#: A child that runs sif and names, at exit, the modules it imported (in order).
+RECORD_IMPORTS = """
+import atexit, sys
+before = set(sys.modules)
+atexit.register(
+    lambda: sys.stderr.write("".join(f"imported {m}\\n" for m in sys.modules if m not in before))
+)
+import runpy
+sys.argv = ["sif", *sys.argv[1:]]
+runpy.run_module("sif", run_name="__main__")
+"""
+
+
+def query_imports(args: list[str]) -> list[str]:
+    """The modules ``python -m sif ARGS`` imports, in the order it imports them."""
+    run = subprocess.run(
+        [sys.executable, "-c", RECORD_IMPORTS, *args], capture_output=True, text=True, env=CHILD_ENV
+    )
+    names = [line.split()[1] for line in run.stderr.splitlines() if line.startswith("imported ")]
+    return [m for m in names if m not in ("__main__", "sif.__main__")]
+
+
+def ladder(idx: Path, query: Path, runs: int, against: str | None) -> None:
+    """The whole process of ``sif query`` (default and ``--fast``) beside its floors,
+    all run in turn: Python; + numpy (plain, then as the query imports it: without
+    the GC, frozen at exit); + click; + every module the query imports."""
+    args = ["query", "--index", str(idx), str(query)]
+    env = {"OPENBLAS_NUM_THREADS": "1", **CHILD_ENV}  # as sif.cli.query sets it
+    mods = query_imports(args)
+
+    # The floors as the query's own process runs: imports without the GC, all frozen
+    # before the exit (else the collection at the interpreter's end, over numpy's
+    # objects and the rest, costs ~12 ms more: plain `import numpy` shows it).
+    def frozen(imports: str) -> list[str]:
+        return [sys.executable, "-c", f"import gc; gc.disable()\n{imports}\ngc.freeze()"]
+
+    steps: list[tuple[str, list[str], dict[str, str] | None]] = [
+        ("python -c pass", [sys.executable, "-c", "pass"], None),
+        ("python -c 'import numpy'", [sys.executable, "-c", "import numpy"], env),
+        ("numpy, GC off and frozen (as sif query)", frozen("import numpy"), env),
+        ("+ click", frozen("import numpy, click"), env),
+        (f"+ the query's {len(mods)} imports", frozen("\n".join(f"import {m}" for m in mods)), env),
+        ("sif query --fast", [sys.executable, "-m", "sif", *args, "--fast"], None),
+        ("sif query", [sys.executable, "-m", "sif", *args], None),
+    ]
+    if against is not None:
+        steps += [
+            (f"{against}: sif query --fast", [against, "-m", "sif", *args, "--fast"], None),
+            (f"{against}: sif query", [against, "-m", "sif", *args], None),
+        ]
+    print(f"{idx}, query {query} ({query.stat().st_size:,} bytes), {runs} rounds; {load()}")
+    results = interleaved([(cmd, e) for _, cmd, e in steps], runs)
+    for (name, _, _), (walls, cpus) in zip(steps, results, strict=True):
+        print(f"  {name:<40} {figures(walls, cpus)}")
+    print(f"  {load()}")
 
 
 def floors(runs: int) -> None:
@@ -163,15 +244,22 @@ def main() -> None:
     ap.add_argument(
         "--index", type=Path, default=None, help="with --cold-only: query this index (read only)"
     )
+    ap.add_argument(
+        "--query", type=Path, default=QUERY, help="with --index: the file to query with"
+    )
+    ap.add_argument(
+        "--against",
+        default=None,
+        metavar="PYTHON",
+        help="with --index: also run the queries with this interpreter's sif, in turn",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sif-bench-query-", dir=args.work))
     CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     try:
         if args.cold_only and args.index is not None:
-            floors(args.runs)
-            print(f"{args.index}:")
-            cold_process(args.index, args.runs)
+            ladder(args.index, args.query, args.runs, args.against)
             return
         qscan = scan_file(QUERY, make_params())
         print(f"query: {QUERY} ({QUERY.stat().st_size:,} bytes, {len(qscan.fingerprints)} fps)")

@@ -42,19 +42,21 @@ from sif.content import (
     ContentOptions,
     Entry,
     View,
-    elf_strings,
     entries,
     kind_of,
-    normalize_code,
     sniff,
+)
+from sif.errors import ConfigError
+from sif.events import ScanWarning
+from sif.fingerprint import fingerprint
+from sif.normalizers import (
+    elf_strings,
+    normalize_code,
     strip_markup_html,
     strip_postscript,
     strip_tex,
     strip_troff,
 )
-from sif.errors import ConfigError
-from sif.events import ScanWarning
-from sif.fingerprint import fingerprint
 
 DATA = Path(__file__).parent / "data" / "content"
 

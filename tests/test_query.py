@@ -123,7 +123,8 @@ except SystemExit as exc:
 heavy = ["sif.index.build", "sif.exact", "sif.exact.pipeline", "sif.walk", "sif.executors",
          "sif.similar", "sif.index.duck", "duckdb", "multiprocessing", "concurrent.futures",
          "numba", "llvmlite", "rich", "dask", "distributed", "pandas", "pyarrow", "sif.html",
-         "sif.compare", "sif.passages", "sif.index.compaction", "sif.index.pairs"]
+         "sif.compare", "sif.passages", "sif.index.compaction", "sif.index.pairs",
+         "sif.normalizers", "csv", "pygments"]
 print(" ".join(m for m in heavy if m in sys.modules))
 """
 

@@ -22,8 +22,9 @@ zip and tar archives give one entry per member, ``a.zip!/dir/member``.
 Decompression is bounded (:class:`ContentOptions`): limits and broken
 streams are :class:`~sif.events.ScanWarning` values, never exceptions.
 
-The normalisers are pure functions over bytes (with :func:`kind_of` and
-:func:`sniff` they live in :mod:`sif.filetypes`, re-exported here); the
+The normalisers are pure functions over bytes in :mod:`sif.normalizers`
+(imported when a view first needs one); :func:`kind_of` and :func:`sniff`
+are in :mod:`sif.filetypes` (re-exported here); the
 bounded decompressors are in :mod:`sif.decoders`, an archive's members in
 :mod:`sif.archives`; this module holds the views, the options and the
 driver that turns a file into entries, archives included. :func:`entries`
@@ -32,7 +33,6 @@ is the only function that opens files.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 from collections.abc import Callable, Iterator
@@ -69,21 +69,14 @@ from sif.filetypes import (
     MAX_NONTEXT_SHARE,
     SAMPLE_SIZE,
     TEXT,
-    _code_tokens,
-    _lexer_for,
-    elf_strings,
     kind_of,
-    normalize_code,
     sniff,
     sniff_magic,
-    strip_markup_html,
-    strip_postscript,
-    strip_tex,
-    strip_troff,
 )
 
 if TYPE_CHECKING:
     from sif.walk import FileRecord
+
 
 __all__ = [
     "ARCHIVES",
@@ -105,16 +98,10 @@ __all__ = [
     "ContentStats",
     "Entry",
     "View",
-    "elf_strings",
     "entries",
     "kind_of",
-    "normalize_code",
     "plain_kind",
     "sniff",
-    "strip_markup_html",
-    "strip_postscript",
-    "strip_tex",
-    "strip_troff",
     "total_bound",
 ]
 
@@ -269,8 +256,11 @@ class ContentOptions:
                 raise ConfigError(f"{name} must be a non-negative integer, not {value!r}")
         if not isinstance(self.max_entry_bytes, int) or self.max_entry_bytes < SAMPLE_SIZE:
             raise ConfigError(f"max_entry_bytes must be at least {SAMPLE_SIZE}")
-        if self.normalize == "code" and importlib.util.find_spec("pygments") is None:
-            raise ConfigError("--normalize code needs Pygments: pip install pygments")
+        if self.normalize == "code":
+            import importlib.util
+
+            if importlib.util.find_spec("pygments") is None:
+                raise ConfigError("--normalize code needs Pygments: pip install pygments")
 
 
 # --- the driver: files to entries --------------------------------------------------
@@ -607,13 +597,21 @@ def _normaliser(kind: str, text_kind: str, name: str, head: bytes, mode: str) ->
     if mode == "unpack":
         return None
     if kind == "postscript":
+        from sif.normalizers import strip_postscript
+
         return POSTSCRIPT, "postscript", strip_postscript
     if kind == "elf":
+        from sif.normalizers import elf_strings
+
         return ELF_STRINGS, "elf", elf_strings
     if mode == "markup" and kind in MARKUPS:
+        from sif.normalizers import strip_markup_html, strip_tex, strip_troff
+
         func = {"troff": strip_troff, "tex": strip_tex}.get(kind, strip_markup_html)
         return MARKUP, kind, func
     if mode == "code" and text_kind == TEXT:
+        from sif.normalizers import _code_tokens, _lexer_for
+
         lexer = _lexer_for(name, head.decode("utf-8", "surrogateescape"))
         if lexer is not None:
             alias = lexer.aliases[0] if lexer.aliases else lexer.name.lower()

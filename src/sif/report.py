@@ -16,7 +16,6 @@ keep their exact bytes where a format allows it:
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -126,6 +125,8 @@ def _dupes_text(groups: Iterable[Group], out: BinaryIO) -> None:
 
 
 def _dupes_csv(groups: Iterable[Group], out: BinaryIO) -> None:
+    import csv  # only the csv format needs it
+
     text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
     w = csv.writer(text)
     w.writerow(["group", "size", "digest", "path", "hardlink_of", "symlink_to"])
@@ -211,6 +212,8 @@ def write_query(results: Iterable[Any], out: BinaryIO, fmt: str) -> None:
                 out.write(json_line(_query_record(q, m)))
             out.flush()
     elif fmt == "csv":
+        import csv
+
         text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
         w = csv.DictWriter(text, fieldnames=_QUERY_FIELDS)
         w.writeheader()
@@ -389,6 +392,8 @@ def write_similar(result: Any, out: BinaryIO, fmt: str, by: str = "score") -> No
             for record in _similar_records(result.pairs):
                 out.write(json_line(record))
     elif fmt == "csv":
+        import csv
+
         text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
         w = csv.DictWriter(text, fieldnames=_SIMILAR_FIELDS)
         w.writeheader()

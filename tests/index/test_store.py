@@ -195,3 +195,89 @@ def test_segment_rows_are_by_value_then_file(
     all_values, all_ids = Segment(str(seg_dir)).all_rows()
     assert all_values.tolist() == values[order].tolist()
     assert all_ids.tolist() == owner[order].tolist()
+
+
+def test_the_snapshot_reader_s_records_agree_with_the_catalog(tmp_path: Path) -> None:
+    # sif query reads each file's record from the segments (files.npy, front-coded
+    # paths), never the DuckDB catalog: both must say the same of every live entry.
+    import gzip
+    import shutil
+    import zipfile
+
+    root = tmp_path / "t"
+    paths = tree(root, 12, 4000)
+    rng = np.random.default_rng(7)
+    write(root / "bin" / "blob.bin", rng.integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    write(root / "c" / "text.gz", gzip.compress(paths[0].read_bytes()))
+    with zipfile.ZipFile(root / "c" / "two.zip", "w") as z:
+        z.writestr("inner/a.txt", paths[1].read_bytes())
+        z.writestr("b.txt", paths[2].read_bytes() + b"more")
+    data = Path(__file__).parent.parent / "data" / "content"
+    shutil.copy(data / "ps-a.ps", root / "c" / "ps-a.ps")
+    shutil.copy(data / "prog-a1", root / "c" / "prog-a1")
+    idx = tmp_path / "idx"
+    build_index([root], idx)
+    paths[3].write_bytes(paths[3].read_bytes() + b"changed")  # a dead id, a new one
+    paths[4].unlink()
+    build_index([root], idx)
+    with open_store(idx) as store:  # type: ignore[attr-defined]
+        rows = (
+            store.catalog()
+            .execute(
+                "SELECT f.id, f.path, f.size, f.kind, f.view, f.digest, f.n_fp, f.n_distinct, "
+                "f.dev, f.ino, f.mtime_ns, f.origin, p.key, p.normalize FROM files f "
+                "JOIN params p ON p.id = f.params_id"
+            )
+            .fetchall()
+        )
+    reader = open_reader(idx)
+    try:
+        [ps] = reader.parameter_sets()
+        assert {(r[12], r[13]) for r in rows} == {(ps.params.key(), ps.normalize)}
+        ids = np.array(sorted(r[0] for r in rows), dtype=np.uint32)
+        got = reader.describe(ps, np.arange(1, int(ids.max()) + 10, dtype=np.uint32))
+        assert sorted(got) == ids.tolist()  # the dead ids are not described
+        views = set()
+        for (
+            fid,
+            path,
+            size,
+            kind,
+            view,
+            digest,
+            n_fp,
+            n_distinct,
+            dev,
+            ino,
+            mtime,
+            origin,
+            *_,
+        ) in rows:
+            f = got[fid]
+            disk = bytes(origin) if origin is not None else bytes(path)
+            assert (f.path, f.size, f.kind, f.view, f.digest) == (
+                os.fsdecode(bytes(path)),
+                size,
+                kind,
+                view,
+                bytes(digest),
+            )
+            assert (f.n_fp, f.n_distinct, f.dev, f.ino, f.mtime_ns) == (
+                n_fp,
+                n_distinct,
+                dev,
+                ino,
+                mtime,
+            )
+            assert f.member == os.fsdecode(bytes(path)[len(disk) :])
+            views.add(view)
+        assert {"raw", "postscript", "elf-strings"} <= views
+        assert any(f.member for f in got.values())
+        st = reader.file_stats(ps, ids)
+        want = {r[0]: r for r in rows}
+        assert st.found.all()
+        assert st.n_fp.tolist() == [want[int(i)][6] for i in ids]
+        assert st.n_distinct.tolist() == [want[int(i)][7] for i in ids]
+        assert st.size.tolist() == [want[int(i)][2] for i in ids]
+    finally:
+        reader.close()

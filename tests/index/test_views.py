@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from sif.cli import main
-from sif.content import ContentOptions, strip_postscript
+from sif.content import ContentOptions
 from sif.errors import IndexParamsMismatch
 from sif.fingerprint import fingerprint, make_params
 from sif.index import ParamSet, build_index, open_reader, scan_entries
 from sif.index.build import DEFAULT_PARAMS
+from sif.normalizers import strip_postscript
 from sif.query import query_files
 from treeutil import write
 

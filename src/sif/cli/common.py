@@ -23,7 +23,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
@@ -115,6 +114,8 @@ def run_guarded(func: Callable[[], Any]) -> Any:
             _exit_interrupted()
         click.echo(f"sif: error: {describe_exception(exc)}", err=True)
         if os.environ.get("SIF_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         else:
             click.echo("sif: (SIF_DEBUG=1 shows the traceback)", err=True)

@@ -58,6 +58,11 @@ import numpy.typing as npt
 from sif.index.checks import cause_of, check_size, corrupt, load_array
 from sif.index.indexdir import temp_dir
 
+try:
+    from sif.index import _lookupc
+except ImportError:  # not built (no compiler when installed): the numpy descent
+    _lookupc = None
+
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
@@ -326,6 +331,9 @@ class Segment:
             lo = offsets[bucket].astype(np.int64)
             hi = offsets[bucket + 1].astype(np.int64)
             key: npt.NDArray[Any] = (q & 0xFFFF).astype(np.uint16)
+            if len(q) and ((hi < lo).any() or int(hi.max()) > self.rows):
+                # Only the first and last offsets are checked at opening.
+                raise corrupt(os.path.join(self.directory, "offsets.npy"), "offsets out of order")
         else:
             lo = np.zeros(len(q), dtype=np.int64)
             hi = np.full(len(q), self.rows, dtype=np.int64)
@@ -532,6 +540,39 @@ def _upper_bound(
 
 
 def _descend(
+    keys: npt.NDArray[Any],
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+    target: npt.NDArray[Any],
+    right: bool,
+) -> npt.NDArray[np.int64]:
+    if (
+        _lookupc is not None
+        and keys.ndim == 1
+        and keys.dtype in _KERNEL_DTYPES
+        and keys.flags.c_contiguous
+        and target.dtype == keys.dtype
+    ):
+        # Compiled: one pass (the descent below makes a dozen over all targets, ~2.8 ms
+        # for a 30 KB query in each segment). A strided column takes the descent.
+        out = np.empty(len(lo), dtype=np.int64)
+        _lookupc.bounds(
+            keys,
+            np.ascontiguousarray(target),
+            keys.dtype.itemsize,
+            np.ascontiguousarray(lo, dtype=np.int64),
+            np.ascontiguousarray(hi, dtype=np.int64),
+            right,
+            out,
+        )
+        return out
+    return _descend_numpy(keys, lo, hi, target, right)
+
+
+_KERNEL_DTYPES = (np.dtype(np.uint16), np.dtype(np.uint32))
+
+
+def _descend_numpy(
     keys: npt.NDArray[Any],
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
