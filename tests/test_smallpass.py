@@ -107,10 +107,19 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
     arr = np.frombuffer(data, dtype=np.uint8)
     base = np.uint64(exactsets.BASE)
     top = exactsets._top_power(exactsets.BASE, window)
+    short = np.empty(1, dtype=np.int32)  # a scratch list too short stops the look-up
+    got_o, got_c, done = probe_hits(
+        arr, window, base, top, values, own, off, bits, f, fbits, stamp, 1, hits, short
+    )
+    assert done == (sum(len(set(x.tolist()) & held) for x in sets) <= 1)
+    assert not hits.any()
+    stamp[:] = 0
+    seen = np.empty(len(values), dtype=np.int32)
     for mark in (1, 2, 65535):  # a second file with the same bytes counts again
-        got_o, got_c = probe_hits(
-            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits
+        got_o, got_c, done = probe_hits(
+            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits, seen
         )
+        assert done
         got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
         want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}
         assert got == {i: c for i, c in want.items() if c}
@@ -159,9 +168,12 @@ def test_the_table_written_for_the_workers_is_the_table_and_is_removed(tmp_path:
     assert {frozenset(("big.txt", f"s{i}.txt")) for i in range(6)} <= set(runs[1])
 
 
-def test_the_probe_s_marks_start_again_on_a_clean_stamp(tmp_path: Path, monkeypatch: Any) -> None:
+def test_the_probe_s_marks_and_scratch_start_again_on_a_clean_stamp(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     """The stamp holds 2-byte marks, one a file streamed; past the last mark it is zeroed and
-    the marks start again: with two marks only, the pass finds what it finds with all."""
+    the marks start again: with one mark only, the pass finds what it finds with all; and
+    as much when the scratch list of a file's entries is too short and made again."""
     from sif.similar import SimilarOptions, find_similar, smallpass
 
     tree = tmp_path / "t"
@@ -181,4 +193,7 @@ def test_the_probe_s_marks_start_again_on_a_clean_stamp(tmp_path: Path, monkeypa
     whole = pairs("idx1")
     monkeypatch.setattr(smallpass, "STAMP_MARKS", 1)  # a clean stamp for each file
     assert pairs("idx2") == whole
+    monkeypatch.setattr(smallpass, "STAMP_MARKS", 65535)
+    monkeypatch.setattr(smallpass, "SEEN_FIRST", 1)  # the scratch list made again
+    assert pairs("idx3") == whole
     assert {frozenset(("big.txt", f"s{i}.txt")) for i in range(5)} <= whole

@@ -203,7 +203,8 @@ def probe_hits(
     stamp: npt.NDArray[np.uint16],
     mark: int,
     hits: npt.NDArray[np.int32],
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:  # pragma: no cover
+    seen: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], bool]:  # pragma: no cover
     """Which owners' sampled windows the bytes ``data`` hold, and how many distinct ones.
 
     The Karp-Rabin value of every ``window``-byte substring (as
@@ -214,11 +215,13 @@ def probe_hits(
     Each entry counts once per file however often the file repeats the
     window: the entries of a value (one an owner, side by side) are stamped
     with ``mark`` (1..65535, new for each file; the caller zeroes ``stamp``
-    when the marks start again: 2 bytes an entry) and noted (in a list that
-    grows as the file holds entries, not one as long as ``s``) the first time
-    the file holds it; again, its first entry's stamp ends the look-up (a
-    register header repeats its windows, a boilerplate window has hundreds of
-    owners).
+    when the marks start again: 2 bytes an entry) and noted in ``seen``
+    (scratch, any length: a file holds few entries) the first time the file
+    holds it; again, its first entry's stamp ends the look-up (a register
+    header repeats its windows, a boilerplate window has hundreds of owners).
+    When ``seen`` is too short, the look-up stops and the third value is
+    False (the caller zeroes ``stamp`` and calls again with a ``seen`` as long
+    as ``s``); growing it here made the whole loop twice as slow (numba).
     ``hits`` (one counter an owner, all 0) is scratch and left all 0.
     Returns (owners, distinct entries of each held). One pass over ``data``
     with nothing but the bitmap test for most windows (about 7 ns a byte for
@@ -226,7 +229,6 @@ def probe_hits(
     """
     shift = np.uint64(64 - bits)
     fshift = np.uint64(64 - fbits)
-    seen = np.empty(64, dtype=np.int32)
     ns = 0
     n = len(data)
     h = np.uint64(0)
@@ -247,11 +249,9 @@ def probe_hits(
                     if stamp[t] != mark:  # first time in this file: the run of its owners
                         j = t
                         while j < end and s[j] == v:
+                            if ns == len(seen):  # the caller's scratch is too short
+                                return seen[:0].copy(), seen[:0].copy(), False
                             stamp[j] = mark
-                            if ns == len(seen):
-                                grown = np.empty(2 * ns, dtype=np.int32)
-                                grown[:ns] = seen
-                                seen = grown
                             seen[ns] = j
                             ns += 1
                             j += 1
@@ -270,7 +270,7 @@ def probe_hits(
     for j in range(nt):
         counts[j] = hits[owners[j]]
         hits[owners[j]] = 0
-    return owners[:nt].copy(), counts
+    return owners[:nt].copy(), counts, True
 
 
 _SALT = np.uint64(SAMPLE_SALT)

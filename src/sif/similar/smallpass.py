@@ -66,6 +66,9 @@ SAMPLE_WINDOWS = 64
 SMALL_PASS_FLOOR = 0.25
 #: Marks of files the probe's stamp tells apart (``uint16``; 0 is no mark).
 STAMP_MARKS = (1 << 16) - 1
+#: Entries of the table a file may hold before the probe's scratch list is made as long
+#: as the table (a file of boilerplate held by thousands of small files).
+SEEN_FIRST = 1 << 16
 #: Work items a job when streaming.
 STREAM_CHUNKS_PER_JOB = 8
 #: The columns of ``files`` a streaming chunk carries for its files.
@@ -253,10 +256,12 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     items = [(int(r), int(i), srcs[k]) for k, (r, i) in enumerate(zip(rows, f["id"], strict=True))]
     k = _sets._compiled()
     ix = table.index
-    # A mark a file, 2 bytes an entry (and no scratch list as long as the table: at a
-    # million files, 12 M entries, 100 MB a process with both in 4 bytes).
+    # A mark a file, 2 bytes an entry, and a scratch list of the entries a file holds
+    # made as long as the table only when a file holds that many (at a million files,
+    # 12 M entries: 100 MB a process with both as long as the table, in 4 bytes).
     stamp = np.zeros(len(ix), dtype=np.uint16)
     hits = np.zeros(table.n_owners, dtype=np.int32)
+    scratch = {"seen": np.empty(min(len(ix), SEEN_FIRST), dtype=np.int32)}
     marks = {"next": 0}
 
     base, top = np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window)
@@ -265,25 +270,33 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
         arr = np.frombuffer(data, dtype=np.uint8)
         if len(arr) < window or not len(ix):
             return np.empty((2, 0), dtype=np.int32)
-        marks["next"] += 1
-        if marks["next"] > STAMP_MARKS:  # the marks start again on a clean stamp
+        while True:
+            marks["next"] += 1
+            if marks["next"] > STAMP_MARKS:  # the marks start again on a clean stamp
+                stamp[:] = 0
+                marks["next"] = 1
+            owners, counts, done = k["probe"](
+                arr,
+                window,
+                base,
+                top,
+                ix.values,
+                table.owners,
+                ix.offsets,
+                ix.bits,
+                ix.filter,
+                ix.fbits,
+                stamp,
+                marks["next"],
+                hits,
+                scratch["seen"],
+            )
+            if done:
+                break
+            # More entries than the scratch list: again, with one as long as the table.
+            scratch["seen"] = np.empty(len(ix), dtype=np.int32)
             stamp[:] = 0
-            marks["next"] = 1
-        owners, counts = k["probe"](
-            arr,
-            window,
-            base,
-            top,
-            ix.values,
-            table.owners,
-            ix.offsets,
-            ix.bits,
-            ix.filter,
-            ix.fbits,
-            stamp,
-            marks["next"],
-            hits,
-        )
+            marks["next"] = 0
         return np.stack([owners, counts])
 
     warnings: list[ScanWarning] = []
