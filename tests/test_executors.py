@@ -165,3 +165,61 @@ def test_an_item_that_fails_to_be_made_raises_and_nothing_hangs(watchdog: None, 
         assert dict(shared_map(square, range(50), pool, depth=1)) == {i: i * i for i in range(50)}
     finally:
         pool.shutdown()
+
+
+def _result_queue() -> object:
+    """The results' queue of the executor's worker this runs in (its loop's local)."""
+    import sys
+
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            if frame.f_code.co_name == "_process_worker":
+                return frame.f_locals["result_queue"]
+            frame = frame.f_back  # type: ignore[assignment]
+    raise AssertionError("not in a pool's worker")
+
+
+def die_in_a_result(x: int) -> int:
+    """A worker asked for 3 writes the start of a result message, then is killed, as a
+    worker the OOM killer (or a SIGTERM) stops in the middle of a large result."""
+    if x == 3 and os.getpid() != MAIN:
+        import struct
+
+        writer = _result_queue()._writer  # type: ignore[attr-defined]
+        writer._send(struct.pack("!i", 1 << 20) + b"\x80" * 100)  # 100 of 1 MiB
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.01)
+    return x * x
+
+
+def test_a_worker_killed_in_the_middle_of_a_result_raises_worker_died(watchdog: None) -> None:
+    """The executor's thread waits for the rest of that message (this process holds a
+    write end of the pipe); the pool notices the dead worker and ends the wait."""
+    pool = WorkerPool(2)
+    try:
+        start = time.monotonic()
+        tasks = [pool.submit(die_in_a_result, x) for x in range(6)]
+        with pytest.raises(WorkerDied, match="signal 9"):
+            for t in tasks:
+                t.result()
+        assert time.monotonic() - start < 20
+    finally:
+        start = time.monotonic()
+        pool.shutdown()
+        assert time.monotonic() - start < 15
+
+
+def test_shutdown_after_a_worker_died_in_the_middle_of_a_result_returns(
+    watchdog: None,
+) -> None:
+    pool = WorkerPool(1)
+    task = pool.submit(die_in_a_result, 3)
+    deadline = time.monotonic() + 10
+    while not any(p.exitcode is not None for p in pool._workers):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    start = time.monotonic()
+    pool.shutdown()
+    assert time.monotonic() - start < 15
+    with pytest.raises(WorkerDied):
+        task.result()

@@ -7,7 +7,14 @@ process is small, and exchange only compact values (columns, indices).
 
 A worker that dies (the OOM killer, a signal) breaks the pool: every task
 still in flight, and any later one, raises :class:`sif.errors.WorkerDied`
-instead of waiting forever. Workers ignore SIGINT: Ctrl-C reaches the whole
+instead of waiting forever. A worker that dies while it writes a result
+leaves part of a message in the results' pipe, which the executor's thread
+would wait to complete for ever (this process holds a write end of that pipe
+too): whoever waits for a task looks every :data:`WATCH_S` s, and once a
+worker has been dead :data:`GRACE_S` s with the pool not yet broken, the pool
+ends every worker and closes this process's write end (the read ends: the
+pool is broken). Shutting the pool down with ``cancel`` does the same, as its
+SIGTERM may stop a worker in the middle of a result. Workers ignore SIGINT: Ctrl-C reaches the whole
 process group, and only this process stops the run (its caller shuts the
 pool down, which ends the workers).
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import queue
 import signal
 import threading
@@ -23,6 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
@@ -30,6 +39,14 @@ from sif.errors import WorkerDied
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+#: Seconds between two looks at the workers by whoever waits for a task.
+WATCH_S = 0.5
+#: Seconds a worker may be dead before the pool is taken for stuck (its executor
+#: notices a death at once unless it waits for the rest of a message).
+GRACE_S = 2.0
+#: Seconds workers are given to end after SIGTERM, before SIGKILL.
+END_S = 5.0
 
 
 def _ignore_sigint() -> None:
@@ -61,6 +78,8 @@ class Task(Generic[R]):
     def result(self) -> R:
         """The task's value; raises what it raised, or :class:`WorkerDied`."""
         try:
+            while not futures_wait([self._future], timeout=WATCH_S).done:
+                self._pool.watch()
             return self._future.result()
         except BrokenProcessPool:
             raise self._pool.died() from None
@@ -91,6 +110,8 @@ class WorkerPool:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         # The worker processes, to tell how one died (the executor keeps no record).
         self._workers = list(getattr(self._executor, "_processes", {}).values())
+        self._dead_since: float | None = None
+        self._unstuck = False
 
     def submit(self, func: Callable[..., R], /, *args: Any) -> Task[R]:
         try:
@@ -125,10 +146,51 @@ class WorkerPool:
     def shutdown(self, cancel: bool = True) -> None:
         """End the workers and wait for them: at once with ``cancel``, else after their tasks."""
         if cancel:
-            for p in self._workers:
-                if p.exitcode is None:
-                    p.terminate()
+            self._unstick()
         self._executor.shutdown(wait=True, cancel_futures=cancel)
+
+    def watch(self) -> None:
+        """Called now and then by whoever waits for a task: a worker dead for
+        :data:`GRACE_S` s while the pool is not broken ends the pool (:meth:`_unstick`),
+        whose tasks then raise :class:`WorkerDied`."""
+        if self._unstuck:
+            return
+        if not multiprocessing.connection.wait([p.sentinel for p in self._workers], timeout=0):
+            return
+        now = time.monotonic()
+        if self._dead_since is None:
+            self._dead_since = now
+        elif now - self._dead_since >= GRACE_S:
+            self._unstick()
+
+    def _unstick(self) -> None:
+        """End every worker (SIGTERM, then SIGKILL after :data:`END_S` s), wait until each
+        has exited, then close this process's write end of the results' pipe: a read of a
+        message that a dead worker left half written ends (EOF) and the executor takes the
+        pool for broken, instead of waiting for the rest for ever."""
+        if self._unstuck:
+            return
+        self._unstuck = True
+        for p in self._workers:
+            if p.exitcode is None:
+                p.terminate()
+        pending = [p.sentinel for p in self._workers]
+        deadline = time.monotonic() + END_S
+        while pending:
+            left = deadline - time.monotonic()
+            ready = multiprocessing.connection.wait(pending, timeout=max(0.0, left))
+            pending = [s for s in pending if s not in ready]
+            if pending and left <= 0:
+                for p in self._workers:
+                    if p.sentinel in pending:
+                        with contextlib.suppress(OSError):
+                            p.kill()
+                deadline = time.monotonic() + END_S
+        results = getattr(self._executor, "_result_queue", None)
+        writer = getattr(results, "_writer", None)
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.close()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -297,7 +359,11 @@ class _Feed(Generic[T, R]):
 
     def wait(self) -> tuple[int, Task[R]] | None:
         """The next task to end (``None``: the feeder stopped; look again)."""
-        return self._message(self._finished.get())
+        while True:
+            try:
+                return self._message(self._finished.get(timeout=WATCH_S))
+            except queue.Empty:
+                self._pool.watch()
 
     def all_submitted(self, yielded: int) -> bool:
         """Whether the items are all drawn and the ``yielded`` results are all of them."""
