@@ -14,7 +14,16 @@ setup(
         Extension(
             "sif._dirc",
             ["src/sif/_dirc.c"],
+            depends=["src/sif/_dirent.h"],
             extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "sif._treec",
+            ["src/sif/_treec.c"],
+            depends=["src/sif/_dirent.h", "src/sif/_xxh64.h"],
+            extra_compile_args=["-O2", "-pthread"],
+            extra_link_args=["-pthread"],
             optional=True,
         ),
         Extension(

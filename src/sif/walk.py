@@ -342,6 +342,13 @@ def parallel_walk(
     cols = RecordColumns()
     file_roots: list[FileRecord] = []
     if pool is None or options.follow_symlinks or jobs < 2:
+        from sif.treewalk import usable, walk_tree  # it builds on this module
+
+        if usable(walker):  # the same walk, in C
+            file_roots = walk_tree(walker, root_list, cols, advance)
+            advance(len(file_roots))
+            cols.extend(file_roots)
+            return cols, walker.stats
         reported = n = 0
         for item in walker._resolve(root_list, lambda u: walker._read_dir(u[0], u[1], cols)):
             if isinstance(item, FileRecord):

@@ -1,0 +1,810 @@
+/* A whole walk in C: the directories under roots, depth first, a chunk of files a call.
+ *
+ * sif.walk.Walker decides the walk in Python (sif.dirread reads a directory a call):
+ * at 1 M files in 111k directories that cost ~12 us of Python a directory, beside the
+ * system calls. Here the walk itself runs in C, the decisions of Walker._resolve made
+ * the same way in the same order: depth first, subdirectories in readdir order; a
+ * directory taken once, by (device, inode), under the first name met; one that is an
+ * ancestor of itself a loop (a warning); skip_dirs never entered; with one_fs, nothing
+ * on another device than its root's. Each directory is read as sif._dirc reads one
+ * (sif/_dirent.h). sif.treewalk serves it (the case of sif._dirc: links not followed,
+ * no patterns) and holds it to the Python walk in the tests.
+ *
+ * Walker(skip_hidden, lo, hi, trust_type, one_fs, skip_keys, threads, keys)
+ *   add_root(path: bytes, dev, ino) -> bool   False: that directory was walked already
+ *   read(max_files) -> chunk | None            None: nothing left under the roots added
+ *   visited() -> bytes                         (dev, ino) of every directory taken
+ *   close()                                    helpers stopped and joined, memory freed
+ *
+ * A chunk: (dirs, dir_of, names, numbers, keys, problems, counts) for the directories
+ * walked since the last call (ending after the one that reached max_files files):
+ * dirs, the paths (str, each ending with "/") of those that hold files kept; dir_of, a
+ * uint32 a file, its index in dirs; names (str); numbers, six int64 columns (dev, ino,
+ * size, mtime_ns, nlink, ctime_ns); keys, two uint64 a file (with keys: XXH64 of the
+ * file's path bytes, seeds KEY_SEED and CHECK_SEED, as sif.index.store.origin_key;
+ * else empty); problems, (kind, path, errno) in the walk's order (0 a name not UTF-8,
+ * 1 an entry that could not be stat-ed, 2 a readdir that failed part-way, 3 a
+ * directory that could not be opened, 4 a loop); counts, (directories read, bytes of
+ * the files kept, filtered, symlinks, special).
+ *
+ * threads: helper threads that read directories the walk has taken but not reached yet
+ * (among the WINDOW on top of its stack) while this one resolves: the records are the
+ * same whatever the number. The GIL is released during read(); signals are looked at
+ * every CHECK_DIRS directories and every CHECK_EVERY entries of a directory this thread
+ * reads: a signal handler's exception ends read() (the chunk is dropped), and close()
+ * stops the helpers, each after closing the directory it reads: no descriptor stays
+ * open once close() returns.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+
+#include "_dirent.h"
+#include "_xxh64.h"
+
+#define KEY_SEED 0ULL
+#define CHECK_SEED 0x736966206b657931ULL /* "sif key1" */
+#define WINDOW 1024
+#define AHEAD_MAX (1 << 17)
+#define CHECK_DIRS 256
+
+enum { UNREAD = 0, READING, READ };
+
+typedef struct {
+    char *path; /* NUL-terminated bytes */
+    size_t len;
+    uint64_t dev, ino, top_dev;
+    size_t depth;
+    int state, open_err, dir_err, failed; /* failed: out of memory, or stopped */
+    listing l;
+    uint64_t *keys; /* two a K_FILE entry, in entry order */
+} node;
+
+typedef struct {
+    uint64_t *slots; /* dev, ino pairs */
+    unsigned char *used;
+    size_t cap, n;
+} keyset;
+
+static size_t key_hash(uint64_t dev, uint64_t ino) {
+    uint64_t h = (ino ^ xxh_rotl(dev, 29)) * XXH_P1;
+    return (size_t)(h ^ (h >> 31));
+}
+
+static int keyset_has(const keyset *s, uint64_t dev, uint64_t ino) {
+    if (!s->cap)
+        return 0;
+    size_t i = key_hash(dev, ino) & (s->cap - 1);
+    while (s->used[i]) {
+        if (s->slots[2 * i] == dev && s->slots[2 * i + 1] == ino)
+            return 1;
+        i = (i + 1) & (s->cap - 1);
+    }
+    return 0;
+}
+
+static int keyset_add(keyset *s, uint64_t dev, uint64_t ino);
+
+static int keyset_grow(keyset *s) {
+    keyset t = {0};
+    t.cap = s->cap ? 2 * s->cap : 1024;
+    t.slots = malloc(2 * t.cap * sizeof(uint64_t));
+    t.used = calloc(t.cap, 1);
+    if (!t.slots || !t.used) {
+        free(t.slots);
+        free(t.used);
+        return -1;
+    }
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->used[i])
+            keyset_add(&t, s->slots[2 * i], s->slots[2 * i + 1]);
+    free(s->slots);
+    free(s->used);
+    *s = t;
+    return 0;
+}
+
+/* 1 added, 0 there already, -1 out of memory. */
+static int keyset_add(keyset *s, uint64_t dev, uint64_t ino) {
+    if (2 * (s->n + 1) > s->cap && keyset_grow(s) != 0)
+        return -1;
+    size_t i = key_hash(dev, ino) & (s->cap - 1);
+    while (s->used[i]) {
+        if (s->slots[2 * i] == dev && s->slots[2 * i + 1] == ino)
+            return 0;
+        i = (i + 1) & (s->cap - 1);
+    }
+    s->used[i] = 1;
+    s->slots[2 * i] = dev;
+    s->slots[2 * i + 1] = ino;
+    s->n++;
+    return 1;
+}
+
+static void keyset_free(keyset *s) {
+    free(s->slots);
+    free(s->used);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Room for `need` items of `size` bytes in the array *p of *cap items; -1 out of memory. */
+static int reserve(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *q = realloc(*p, cap2 * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = cap2;
+    return 0;
+}
+
+#define RESERVE(arr, cap, need) reserve((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+typedef struct { /* what read() hands back, gathered without the GIL */
+    char *dbuf;  /* directory paths that hold files, each ending with '/' */
+    size_t *doff; /* nd + 1 offsets */
+    size_t dused, droom, nd, dcap;
+    char *nbuf; /* file names */
+    size_t *noff;
+    size_t nused, nroom;
+    uint32_t *dir_of;
+    int64_t *num; /* six a file */
+    uint64_t *keys;
+    size_t nf, ocap, ncap, kcap, dofcap;
+    char *pbuf; /* problem paths */
+    size_t *poff;
+    int *pkind, *perr;
+    size_t pused, proom, np, pcap, pkcap, pecap;
+    long long dirs_read, bytes, filtered, links, special;
+} chunk;
+
+static void chunk_free(chunk *c) {
+    free(c->dbuf);
+    free(c->doff);
+    free(c->nbuf);
+    free(c->noff);
+    free(c->dir_of);
+    free(c->num);
+    free(c->keys);
+    free(c->pbuf);
+    free(c->poff);
+    free(c->pkind);
+    free(c->perr);
+    memset(c, 0, sizeof(*c));
+}
+
+static void chunk_reset(chunk *c) {
+    c->dused = c->nd = c->nused = c->nf = c->pused = c->np = 0;
+    c->dirs_read = c->bytes = c->filtered = c->links = c->special = 0;
+}
+
+typedef struct {
+    PyObject_HEAD int skip_hidden, trust_type, one_fs, keys;
+    long long lo, hi;
+    keyset skip, visited;
+    node **stack;
+    size_t n, cap;
+    uint64_t *anc; /* the (dev, ino) of the directory being resolved and its ancestors */
+    size_t anc_cap;
+    char *scratch; /* a path being made */
+    size_t scratch_cap;
+    int threads_wanted, n_threads, started, stop, busy, sync_ready;
+    size_t ahead; /* entries of directories read, on the stack (under mu) */
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    chunk c;
+} Walker;
+
+static void node_free(node *nd) {
+    if (!nd)
+        return;
+    free(nd->path);
+    free(nd->keys);
+    listing_free(&nd->l);
+    free(nd);
+}
+
+/* XXH64 of prefix + name for each kept file of nd (two seeds); -1 out of memory. */
+static int node_keys(node *nd, int has_slash) {
+    size_t files = 0, longest = 0;
+    for (size_t i = 0; i < nd->l.n; i++)
+        if (nd->l.items[i].kind == K_FILE) {
+            files++;
+            if (nd->l.items[i].name_len > longest)
+                longest = nd->l.items[i].name_len;
+        }
+    if (!files)
+        return 0;
+    nd->keys = malloc(2 * files * sizeof(uint64_t));
+    char *buf = malloc(nd->len + longest + 2);
+    if (!nd->keys || !buf) {
+        free(buf);
+        return -1;
+    }
+    memcpy(buf, nd->path, nd->len);
+    size_t plen = nd->len;
+    if (!has_slash)
+        buf[plen++] = '/';
+    size_t f = 0;
+    for (size_t i = 0; i < nd->l.n; i++) {
+        entry *e = &nd->l.items[i];
+        if (e->kind != K_FILE)
+            continue;
+        memcpy(buf + plen, nd->l.names + e->name_off, e->name_len);
+        nd->keys[2 * f] = xxh64(buf, plen + e->name_len, KEY_SEED);
+        nd->keys[2 * f + 1] = xxh64(buf, plen + e->name_len, CHECK_SEED);
+        f++;
+    }
+    free(buf);
+    return 0;
+}
+
+/* nd as before it was read. */
+static void node_reset(node *nd) {
+    free(nd->keys);
+    nd->keys = NULL;
+    listing_free(&nd->l);
+    nd->state = UNREAD;
+    nd->open_err = nd->dir_err = nd->failed = 0;
+}
+
+static int ends_with_slash(const node *nd) { return nd->len && nd->path[nd->len - 1] == '/'; }
+
+/* Read nd (no lock held, any thread). */
+static void read_node(Walker *w, node *nd, stop_check check, void *ctx) {
+    DIR *dir = open_dir(nd->path);
+    if (!dir) {
+        nd->open_err = errno;
+        return;
+    }
+    int r = read_entries(dir, w->skip_hidden, w->lo, w->hi, w->trust_type, &nd->l, &nd->dir_err,
+                         check, ctx);
+    closedir(dir);
+    if (r != 0 || (w->keys && node_keys(nd, ends_with_slash(nd)) != 0))
+        nd->failed = r == -2 ? -2 : -1;
+}
+
+static int helper_check(void *ctx) { return __atomic_load_n(&((Walker *)ctx)->stop, __ATOMIC_RELAXED); }
+
+static void *helper(void *arg) {
+    Walker *w = (Walker *)arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        node *nd = NULL;
+        size_t low = w->n > WINDOW ? w->n - WINDOW : 0;
+        for (size_t i = w->n; i > low && w->ahead < AHEAD_MAX; i--)
+            if (w->stack[i - 1]->state == UNREAD) {
+                nd = w->stack[i - 1];
+                break;
+            }
+        if (!nd) {
+            pthread_cond_wait(&w->work, &w->mu);
+            continue;
+        }
+        nd->state = READING;
+        pthread_mutex_unlock(&w->mu);
+        read_node(w, nd, helper_check, w);
+        pthread_mutex_lock(&w->mu);
+        nd->state = READ;
+        w->ahead += nd->l.n;
+        pthread_cond_broadcast(&w->done);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void stop_helpers(Walker *w) {
+    if (!w->started)
+        return;
+    pthread_mutex_lock(&w->mu);
+    __atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&w->work);
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < w->n_threads; i++)
+        pthread_join(w->threads[i], NULL);
+    free(w->threads);
+    w->threads = NULL;
+    w->n_threads = 0;
+    w->started = 0;
+}
+
+static void start_helpers(Walker *w) {
+    w->started = 1;
+    w->stop = 0;
+    if (w->threads_wanted <= 0)
+        return;
+    w->threads = calloc((size_t)w->threads_wanted, sizeof(pthread_t));
+    if (!w->threads)
+        return; /* no helpers: the walk is the same, this thread reads everything */
+    for (int i = 0; i < w->threads_wanted; i++) {
+        if (pthread_create(&w->threads[i], NULL, helper, w) != 0)
+            break;
+        w->n_threads++;
+    }
+}
+
+/* A new node for the directory prefix + name (or path alone, name NULL). */
+static node *new_node(const char *prefix, size_t plen, const char *name, size_t nlen,
+                      uint64_t dev, uint64_t ino, uint64_t top_dev, size_t depth) {
+    node *nd = calloc(1, sizeof(node));
+    if (!nd)
+        return NULL;
+    nd->len = plen + nlen;
+    nd->path = malloc(nd->len + 1);
+    if (!nd->path) {
+        free(nd);
+        return NULL;
+    }
+    memcpy(nd->path, prefix, plen);
+    if (name)
+        memcpy(nd->path + plen, name, nlen);
+    nd->path[nd->len] = 0;
+    nd->dev = dev;
+    nd->ino = ino;
+    nd->top_dev = top_dev;
+    nd->depth = depth;
+    return nd;
+}
+
+/* prefix + name in w->scratch; its length, or -1 out of memory. */
+static long long join(Walker *w, const node *nd, const char *name, size_t nlen) {
+    size_t plen = nd->len + !ends_with_slash(nd);
+    if (RESERVE(w->scratch, w->scratch_cap, plen + nlen + 1) != 0)
+        return -1;
+    memcpy(w->scratch, nd->path, nd->len);
+    w->scratch[plen - 1] = '/';
+    memcpy(w->scratch + plen, name, nlen);
+    return (long long)(plen + nlen);
+}
+
+static int add_problem(chunk *c, int kind, const char *path, size_t len, int err) {
+    if (RESERVE(c->poff, c->pcap, c->np + 2) != 0 || RESERVE(c->pkind, c->pkcap, c->np + 1) != 0 ||
+        RESERVE(c->perr, c->pecap, c->np + 1) != 0 ||
+        RESERVE(c->pbuf, c->proom, c->pused + len) != 0)
+        return -1;
+    c->poff[c->np] = c->pused;
+    memcpy(c->pbuf + c->pused, path, len);
+    c->pused += len;
+    c->poff[c->np + 1] = c->pused;
+    c->pkind[c->np] = kind;
+    c->perr[c->np] = err;
+    c->np++;
+    return 0;
+}
+
+static int add_named_problem(Walker *w, const node *nd, int kind, const entry *e, int err) {
+    long long len = join(w, nd, nd->l.names + e->name_off, e->name_len);
+    return len < 0 ? -1 : add_problem(&w->c, kind, w->scratch, (size_t)len, err);
+}
+
+/* The walk's decisions for one directory read (no lock held): its files into the chunk,
+ * its subdirectories taken pushed on the stack (under the lock). 0, or -1 out of memory. */
+static int resolve(Walker *w, node *nd) {
+    chunk *c = &w->c;
+    c->dirs_read++;
+    if (nd->open_err)
+        return add_problem(c, 3, nd->path, nd->len, nd->open_err);
+    if (RESERVE(w->anc, w->anc_cap, 2 * (nd->depth + 1)) != 0)
+        return -1;
+    w->anc[2 * nd->depth] = nd->dev;
+    w->anc[2 * nd->depth + 1] = nd->ino;
+    size_t dir_no = (size_t)-1, f = 0;
+    node **kids = NULL;
+    size_t nk = 0, kcap = 0;
+    int slash = ends_with_slash(nd);
+    for (size_t i = 0; i < nd->l.n; i++) {
+        entry *e = &nd->l.items[i];
+        if (e->bad_utf8 && add_named_problem(w, nd, 0, e, 0) != 0)
+            goto oom;
+        if (e->kind == K_FILE) {
+            if (dir_no == (size_t)-1) {
+                size_t need = c->dused + nd->len + 1;
+                if (RESERVE(c->dbuf, c->droom, need) != 0 ||
+                    RESERVE(c->doff, c->dcap, c->nd + 2) != 0)
+                    goto oom;
+                c->doff[c->nd] = c->dused;
+                memcpy(c->dbuf + c->dused, nd->path, nd->len);
+                c->dused += nd->len;
+                if (!slash)
+                    c->dbuf[c->dused++] = '/';
+                c->doff[c->nd + 1] = c->dused;
+                dir_no = c->nd++;
+            }
+            size_t k = c->nf;
+            if (RESERVE(c->dir_of, c->dofcap, k + 1) != 0 || RESERVE(c->num, c->ocap, 6 * (k + 1)) != 0 ||
+                RESERVE(c->keys, c->kcap, 2 * (k + 1)) != 0 ||
+                RESERVE(c->noff, c->ncap, k + 2) != 0 ||
+                RESERVE(c->nbuf, c->nroom, c->nused + e->name_len) != 0)
+                goto oom;
+            c->dir_of[k] = (uint32_t)dir_no;
+            c->noff[k] = c->nused;
+            memcpy(c->nbuf + c->nused, nd->l.names + e->name_off, e->name_len);
+            c->nused += e->name_len;
+            c->noff[k + 1] = c->nused;
+            int64_t *row = c->num + 6 * k;
+            row[0] = e->dev;
+            row[1] = e->ino;
+            row[2] = e->size;
+            row[3] = e->mtime_ns;
+            row[4] = e->nlink;
+            row[5] = e->ctime_ns;
+            if (w->keys) {
+                c->keys[2 * k] = nd->keys[2 * f];
+                c->keys[2 * k + 1] = nd->keys[2 * f + 1];
+            }
+            f++;
+            c->nf++;
+            c->bytes += e->size;
+        } else if (e->kind == K_FILTERED) {
+            c->filtered++;
+        } else if (e->kind == K_LINK) {
+            c->links++;
+        } else if (e->kind == K_SPECIAL) {
+            c->special++;
+        } else if (e->kind == K_STAT_ERROR) {
+            if (add_named_problem(w, nd, 1, e, e->err) != 0)
+                goto oom;
+        }
+    }
+    if (nd->dir_err && add_problem(c, 2, nd->path, nd->len, nd->dir_err) != 0)
+        goto oom;
+    for (size_t i = 0; i < nd->l.n; i++) {
+        entry *e = &nd->l.items[i];
+        if (e->kind != K_DIR)
+            continue;
+        uint64_t dev = (uint64_t)e->dev, ino = (uint64_t)e->ino;
+        if (keyset_has(&w->skip, dev, ino))
+            continue;
+        int loop = 0;
+        for (size_t a = 0; a <= nd->depth && !loop; a++)
+            loop = w->anc[2 * a] == dev && w->anc[2 * a + 1] == ino;
+        if (loop) {
+            if (add_named_problem(w, nd, 4, e, 0) != 0)
+                goto oom;
+            continue;
+        }
+        if (keyset_has(&w->visited, dev, ino) || (w->one_fs && dev != nd->top_dev))
+            continue;
+        if (keyset_add(&w->visited, dev, ino) < 0 || RESERVE(kids, kcap, nk + 1) != 0)
+            goto oom;
+        long long len = join(w, nd, nd->l.names + e->name_off, e->name_len);
+        node *kid = len < 0 ? NULL
+                            : new_node(w->scratch, (size_t)len, NULL, 0, dev, ino, nd->top_dev,
+                                       nd->depth + 1);
+        if (!kid)
+            goto oom;
+        kids[nk++] = kid;
+    }
+    pthread_mutex_lock(&w->mu);
+    int full = RESERVE(w->stack, w->cap, w->n + nk) != 0;
+    if (!full) {
+        for (size_t i = nk; i > 0; i--) /* reversed: the walk visits them in readdir order */
+            w->stack[w->n++] = kids[i - 1];
+        if (nk && w->n_threads)
+            pthread_cond_broadcast(&w->work);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (full) {
+        for (size_t i = 0; i < nk; i++)
+            node_free(kids[i]);
+        free(kids);
+        return -1;
+    }
+    free(kids);
+    return 0;
+oom:
+    for (size_t i = 0; i < nk; i++)
+        node_free(kids[i]);
+    free(kids);
+    return -1;
+}
+
+static int check_signals(void *ctx) {
+    PyThreadState **ts = (PyThreadState **)ctx;
+    PyEval_RestoreThread(*ts);
+    int interrupted = PyErr_CheckSignals();
+    *ts = PyEval_SaveThread();
+    return interrupted;
+}
+
+static PyObject *decode(const char *s, size_t len) {
+    return PyUnicode_DecodeFSDefaultAndSize(s, (Py_ssize_t)len);
+}
+
+static PyObject *build(Walker *w) {
+    chunk *c = &w->c;
+    PyObject *dirs = PyList_New((Py_ssize_t)c->nd), *names = PyList_New((Py_ssize_t)c->nf);
+    PyObject *problems = PyList_New((Py_ssize_t)c->np);
+    PyObject *dir_of = PyBytes_FromStringAndSize((const char *)c->dir_of,
+                                                 (Py_ssize_t)(c->nf * sizeof(uint32_t)));
+    PyObject *numbers = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(6 * c->nf * sizeof(int64_t)));
+    PyObject *keys = PyBytes_FromStringAndSize(
+        (const char *)c->keys, (Py_ssize_t)(w->keys ? 2 * c->nf * sizeof(uint64_t) : 0));
+    PyObject *out = NULL;
+    if (!dirs || !names || !problems || !dir_of || !numbers || !keys)
+        goto done;
+    for (size_t i = 0; i < c->nd; i++) {
+        PyObject *s = decode(c->dbuf + c->doff[i], c->doff[i + 1] - c->doff[i]);
+        if (!s)
+            goto done;
+        PyList_SET_ITEM(dirs, (Py_ssize_t)i, s);
+    }
+    for (size_t i = 0; i < c->nf; i++) {
+        PyObject *s = decode(c->nbuf + c->noff[i], c->noff[i + 1] - c->noff[i]);
+        if (!s)
+            goto done;
+        PyList_SET_ITEM(names, (Py_ssize_t)i, s);
+    }
+    int64_t *col = (int64_t *)PyBytes_AS_STRING(numbers);
+    for (size_t i = 0; i < c->nf; i++)
+        for (size_t j = 0; j < 6; j++)
+            col[j * c->nf + i] = c->num[6 * i + j];
+    for (size_t i = 0; i < c->np; i++) {
+        PyObject *s = decode(c->pbuf + c->poff[i], c->poff[i + 1] - c->poff[i]);
+        PyObject *t = s ? Py_BuildValue("(iOi)", c->pkind[i], s, c->perr[i]) : NULL;
+        Py_XDECREF(s);
+        if (!t)
+            goto done;
+        PyList_SET_ITEM(problems, (Py_ssize_t)i, t);
+    }
+    out = Py_BuildValue("(OOOOOO(LLLLL))", dirs, dir_of, names, numbers, keys, problems,
+                        c->dirs_read, c->bytes, c->filtered, c->links, c->special);
+done:
+    Py_XDECREF(dirs);
+    Py_XDECREF(names);
+    Py_XDECREF(problems);
+    Py_XDECREF(dir_of);
+    Py_XDECREF(numbers);
+    Py_XDECREF(keys);
+    return out;
+}
+
+static PyObject *walker_read(Walker *w, PyObject *args) {
+    Py_ssize_t max_files;
+    if (!PyArg_ParseTuple(args, "n", &max_files))
+        return NULL;
+    if (w->busy || !w->sync_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "the walker is busy or closed");
+        return NULL;
+    }
+    if (w->n == 0)
+        Py_RETURN_NONE;
+    w->busy = 1;
+    chunk_reset(&w->c);
+    if (!w->started)
+        start_helpers(w);
+    int failed = 0; /* -1 out of memory, -2 a signal handler raised */
+    size_t since = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    pthread_mutex_lock(&w->mu);
+    while (!failed && w->n > 0 && w->c.nf < (size_t)max_files) {
+        node *nd = w->stack[w->n - 1], *other = NULL;
+        if (nd->state == READ) { /* its turn: resolved, then freed */
+            w->n--;
+            w->ahead -= nd->l.n;
+            if (w->n_threads)
+                pthread_cond_broadcast(&w->work); /* room to read ahead again */
+            pthread_mutex_unlock(&w->mu);
+            failed = nd->failed ? nd->failed : resolve(w, nd);
+            node_free(nd);
+            if (!failed && ++since >= CHECK_DIRS) {
+                since = 0;
+                failed = check_signals(&ts) ? -2 : 0;
+            }
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
+        if (nd->state == UNREAD) {
+            other = nd;
+        } else { /* a helper reads it: read another meanwhile, or wait */
+            size_t low = w->n > WINDOW ? w->n - WINDOW : 0;
+            for (size_t i = w->n - 1; i > low && !other; i--)
+                if (w->stack[i - 1]->state == UNREAD)
+                    other = w->stack[i - 1];
+            if (!other) {
+                pthread_cond_wait(&w->done, &w->mu);
+                continue;
+            }
+        }
+        other->state = READING; /* on the stack, not popped while read */
+        pthread_mutex_unlock(&w->mu);
+        read_node(w, other, check_signals, &ts);
+        pthread_mutex_lock(&w->mu);
+        if (other->failed == -2) { /* interrupted: left to be read again */
+            node_reset(other);
+            failed = -2;
+        } else {
+            other->state = READ;
+            w->ahead += other->l.n;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    PyEval_RestoreThread(ts);
+    PyObject *out = NULL;
+    if (failed == -1)
+        PyErr_NoMemory();
+    else if (failed == 0)
+        out = build(w);
+    /* failed == -2: the signal handler's exception is set */
+    w->busy = 0;
+    return out;
+}
+
+static PyObject *walker_add_root(Walker *w, PyObject *args) {
+    const char *path;
+    Py_ssize_t len;
+    unsigned long long dev, ino;
+    if (!PyArg_ParseTuple(args, "y#KK", &path, &len, &dev, &ino))
+        return NULL;
+    if (w->busy || !w->sync_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "the walker is busy or closed");
+        return NULL;
+    }
+    int added = keyset_add(&w->visited, dev, ino);
+    if (added < 0)
+        return PyErr_NoMemory();
+    if (!added)
+        Py_RETURN_FALSE;
+    node *nd = new_node(path, (size_t)len, NULL, 0, dev, ino, dev, 0);
+    pthread_mutex_lock(&w->mu);
+    int full = !nd || RESERVE(w->stack, w->cap, w->n + 1) != 0;
+    if (!full) {
+        w->stack[w->n++] = nd;
+        if (w->n_threads)
+            pthread_cond_broadcast(&w->work);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (full) {
+        node_free(nd);
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *walker_visited(Walker *w, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 * w->visited.n * sizeof(uint64_t)));
+    if (!out)
+        return NULL;
+    uint64_t *k = (uint64_t *)PyBytes_AS_STRING(out);
+    size_t j = 0;
+    for (size_t i = 0; i < w->visited.cap; i++)
+        if (w->visited.used[i]) {
+            k[2 * j] = w->visited.slots[2 * i];
+            k[2 * j + 1] = w->visited.slots[2 * i + 1];
+            j++;
+        }
+    return out;
+}
+
+static void walker_clear(Walker *w) {
+    if (w->sync_ready) {
+        Py_BEGIN_ALLOW_THREADS;
+        stop_helpers(w);
+        Py_END_ALLOW_THREADS;
+    }
+    for (size_t i = 0; i < w->n; i++)
+        node_free(w->stack[i]);
+    free(w->stack);
+    w->stack = NULL;
+    w->n = w->cap = w->ahead = 0;
+    free(w->anc);
+    w->anc = NULL;
+    w->anc_cap = 0;
+    free(w->scratch);
+    w->scratch = NULL;
+    w->scratch_cap = 0;
+    keyset_free(&w->skip);
+    keyset_free(&w->visited);
+    chunk_free(&w->c);
+}
+
+static PyObject *walker_close(Walker *w, PyObject *Py_UNUSED(ignored)) {
+    if (w->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the walker is busy");
+        return NULL;
+    }
+    walker_clear(w);
+    if (w->sync_ready) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->work);
+        pthread_cond_destroy(&w->done);
+        w->sync_ready = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static int walker_init(Walker *w, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    int skip_hidden, trust_type, one_fs, threads, keys;
+    long long lo, hi;
+    const char *skip;
+    Py_ssize_t skip_len;
+    if (!PyArg_ParseTuple(args, "pLLppy#ip", &skip_hidden, &lo, &hi, &trust_type, &one_fs, &skip,
+                          &skip_len, &threads, &keys))
+        return -1;
+    if (w->sync_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "the walker is already set up");
+        return -1;
+    }
+    w->skip_hidden = skip_hidden;
+    w->lo = lo;
+    w->hi = hi;
+    w->trust_type = trust_type;
+    w->one_fs = one_fs;
+    w->keys = keys;
+    w->threads_wanted = threads;
+    uint64_t pair[2];
+    for (Py_ssize_t i = 0; i + 16 <= skip_len; i += 16) {
+        memcpy(pair, skip + i, 16);
+        if (keyset_add(&w->skip, pair[0], pair[1]) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->work, NULL);
+    pthread_cond_init(&w->done, NULL);
+    w->sync_ready = 1;
+    return 0;
+}
+
+static void walker_dealloc(Walker *w) {
+    walker_clear(w);
+    if (w->sync_ready) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->work);
+        pthread_cond_destroy(&w->done);
+    }
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+static PyMethodDef walker_methods[] = {
+    {"add_root", (PyCFunction)walker_add_root, METH_VARARGS,
+     "Take the directory root (path bytes, dev, ino) unless walked already."},
+    {"read", (PyCFunction)walker_read, METH_VARARGS,
+     "Walk on until max_files files are found: a chunk, or None when all is walked."},
+    {"visited", (PyCFunction)walker_visited, METH_NOARGS,
+     "The (dev, ino) of every directory taken, as uint64 pairs."},
+    {"close", (PyCFunction)walker_close, METH_NOARGS, "Stop the helpers, free everything."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject WalkerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sif._treec.Walker",
+    .tp_basicsize = sizeof(Walker),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A walk of directory trees in C (see the module).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)walker_init,
+    .tp_dealloc = (destructor)walker_dealloc,
+    .tp_methods = walker_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_treec",
+                                    "A walk of directory trees in C.", -1, NULL, NULL, NULL,
+                                    NULL, NULL};
+
+PyMODINIT_FUNC PyInit__treec(void) {
+    if (PyType_Ready(&WalkerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&WalkerType);
+    if (PyModule_AddObject(m, "Walker", (PyObject *)&WalkerType) < 0) {
+        Py_DECREF(&WalkerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "KEY_SEED", PyLong_FromUnsignedLongLong(KEY_SEED)) < 0 ||
+        PyModule_AddObject(m, "CHECK_SEED", PyLong_FromUnsignedLongLong(CHECK_SEED)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
