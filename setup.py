@@ -27,6 +27,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "sif.index._planc",
+            ["src/sif/index/_planc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
             "sif.actions._fsc",
             ["src/sif/actions/_fsc.c"],
             extra_compile_args=["-O2"],

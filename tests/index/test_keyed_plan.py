@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import xxhash
 
-from sif.index import build_index, open_reader, store
+from sif import pathkeys, treewalk
+from sif.index import build_index, open_reader
 from sif.index.duck import DuckStore
 from sif.query import query_files
 from treeutil import write
@@ -24,13 +25,16 @@ from treeutil import write
 
 @pytest.fixture(autouse=True)
 def collide(monkeypatch: pytest.MonkeyPatch) -> None:
-    def key(origin: bytes) -> bytes:
+    real = pathkeys.path_key
+
+    def key(origin: bytes) -> tuple[int, int]:
         origin = bytes(origin)
         if origin.endswith((b"/a.txt", b"/b.txt")):
-            return bytes(8) + xxhash.xxh3_64_digest(origin)
-        return xxhash.xxh3_128_digest(origin)
+            return 0, xxhash.xxh64_intdigest(origin)
+        return real(origin)
 
-    monkeypatch.setattr(store, "origin_key", key)
+    monkeypatch.setattr(pathkeys, "path_key", key)
+    monkeypatch.setattr(treewalk, "_treec", None)  # the walk's keys made by path_key too
 
 
 def _ids(index: Path) -> dict[str, int]:

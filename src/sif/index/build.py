@@ -44,7 +44,8 @@ from sif.index.store import (
     open_store,
 )
 from sif.memtrim import release_memory
-from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
+from sif.treewalk import keyed_walk
+from sif.walk import FileRecord, RecordColumns, WalkOptions
 
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
@@ -83,10 +84,8 @@ class IndexStats:
     seconds: float = 0.0
     read_rows: MutableSequence[int] = field(default_factory=lambda: array("q"), repr=False)
     """Rows of :attr:`walked` read in this run, in completion order (8 bytes a file)."""
-    walk_digest: str = ""
-    """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
-    exactly those files, unless ``failed`` (a stat walk giving the same digest later
-    means nothing under the roots changed)."""
+    digest: str | None = field(default=None, repr=False)
+    """:attr:`walk_digest` once known (given, or made when first asked)."""
     walked: RecordColumns | None = field(default=None, repr=False, compare=False)
     """This run's walk: the files in the scope of the command (its filters applied)."""
 
@@ -108,11 +107,24 @@ class IndexStats:
             return []
         raise LookupError(f"{len(self.read_rows):,} paths read: the walk is no longer held")
 
+    @property
+    def walk_digest(self) -> str:
+        """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
+        exactly those files, unless ``failed`` (a stat walk giving the same digest later
+        means nothing under the roots changed). Made when first asked (``sif similar``
+        asks; at 1 M files it costs 0.2-0.4 s, which ``sif index`` does not spend);
+        ``""`` when there was no walk."""
+        if self.digest is None:
+            self.digest = self.walked.digest() if self.walked is not None else ""
+        return self.digest
+
     def drop_walk(self) -> None:
         """Let go of :attr:`walked` (a million files: 100 MB of names), keeping the read
-        paths when they are few (a re-run reads only what changed)."""
+        paths when they are few (a re-run reads only what changed), and its digest."""
         if self.walked is not None and len(self.read_rows) <= READ_PATHS_KEPT:
             self._read_kept = [self.walked.path(i) for i in self.read_rows]
+        if self.walked is not None:
+            self.walk_digest  # noqa: B018 (made while the walk is there)
         self.walked = None
 
 
@@ -377,10 +389,9 @@ def build_index(
     # A new index reads every file: the workers load numba's kernels while this
     # process opens the store and walks (not needed with the compiled kernel,
     # :mod:`sif.core.winnowc`). With an engine, its workers read and warm.
-    # The walk is this process's alone: at a million files in 111k directories,
+    # The walk is this process's alone (at a million files in 111k directories,
     # reading ahead in the workers gained 5% of the walk's wall time but cost 3.5
-    # more CPU seconds and 82 MB more peak (a record a directory read ahead, whose
-    # freed memory the names read meanwhile keep from going back).
+    # more CPU seconds and 82 MB more peak); in C, threads of this process read ahead.
     warming = (
         pool is not None
         and store is None
@@ -401,14 +412,15 @@ def build_index(
         progress.stage("verifying", None)
         store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
         progress.stage("walking", None)
-        cols, _ = parallel_walk(abs_roots, options, on_warning, None, 1, progress)  # here alone
-        release_memory()  # the walk's transient objects (a stat a file, a list a directory)
-        stats.walk_digest = cols.digest()
+        # In this process, in C where it can, with a helper thread a job reading ahead.
+        helpers = min(jobs, os.cpu_count() or 1, 8) - 1
+        cols, _, keys = keyed_walk(abs_roots, options, on_warning, progress, helpers)
+        release_memory()  # the walk's transient objects
         stats.walked = cols
         known = store.known_columns(pset)
         empty = not len(known.ids)
-        plan = plan_run(cols, known, abs_roots)
-        del known  # only the plan's ids are needed now
+        plan = plan_run(cols, known, abs_roots, keys)
+        del known, keys  # only the plan's ids are needed now
         todo, replaced, gone = plan.todo, plan.replaced, plan.gone
         release_memory()  # the walk's and the plan's transient objects
         stats.new, stats.changed, stats.unchanged = plan.new, plan.changed, plan.unchanged

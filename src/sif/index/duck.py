@@ -47,13 +47,16 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
   content normalisation mode), with the anchor set's JSON if any, and the
   JSON ``{"time", "roots"}`` of the last ``sif index`` run under it;
 - ``files(id, params_id, path BLOB, dev, ino, size, mtime_ns, kind, digest
-  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns)``:
+  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns,
+  origin_key, origin_check)``:
   the live entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member),
   ``view`` its content view, ``size`` and ``digest`` of its content;
   ``origin`` (NULL when it is ``path``, since schema 6: read it as
   ``coalesce(origin, path)``), ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
   are those of the file on disk that holds it, which tell whether it changed
   (``ctime_ns`` NULL: indexed before schema 5, unknown, so read again once);
+  ``origin_key`` and ``origin_check`` the two halves of the origin's key
+  (:mod:`sif.pathkeys`, since schema 8), by which a run's plan meets the walk;
 - ``segments(id, params_id, name, files, rows, checks)``: ``checks`` the JSON
   of each file's length and checksum (:func:`sif.index.segments.checksum_files`),
   computed from the files on disk for segments made before schema 5;
@@ -107,7 +110,7 @@ from sif.index.store import (
 )
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)

@@ -1,7 +1,7 @@
 """What the catalog knows of the files an index holds, for a run's plan (from ``duck.py``).
 
 :func:`known_columns` reads every live entry of a parameter set as columns
-(:class:`sif.index.store.KnownColumns`: 128-bit keys of the origins, ids,
+(:class:`sif.index.store.KnownColumns`: the 128-bit keys of the origins, ids,
 device, inode, size, mtime and ctime), :data:`KNOWN_CHUNK` ids at a time;
 :func:`origins` reads the paths of a few of them again, for the files a run
 found changed or did not meet.
@@ -18,48 +18,47 @@ import numpy as np
 import numpy.typing as npt
 
 from sif.index.checks import corrupt
-from sif.index.store import U32, KnownColumns, origin_keys
+from sif.index.store import U32, KnownColumns
 
 if TYPE_CHECKING:
     from sif.index.duck import DuckStore
 
 #: Catalog ids read at a time by :func:`known_columns`.
-KNOWN_CHUNK = 1 << 16
+KNOWN_CHUNK = 1 << 18
 
 
 def known_columns(store: DuckStore, pid: int) -> KnownColumns:
-    """One row per live entry of parameter set ``pid`` (by id). Cost: a scan of ``files``
-    with no sort and a hash of each origin's bytes (no string is kept:
-    :attr:`KnownColumns.origins` reads the few a run needs again); read
-    :data:`KNOWN_CHUNK` ids at a time, so that the raw origins of only one chunk are
-    held."""
+    """One row per live entry of parameter set ``pid`` (by id). Cost: a scan of the
+    numbers of ``files`` (the origins' keys were computed when they were committed: no
+    path is read; :attr:`KnownColumns.origins` reads the few a run needs), into arrays
+    made once, :data:`KNOWN_CHUNK` ids at a time (DuckDB holds the result of one chunk).
+    Raises :class:`sif.errors.IndexCorrupt` if the rows change while read, or an entry
+    lacks its key."""
     from sif.index.duck import CATALOG, UNKNOWN_CTIME
 
     con, catalog = store.catalog(), os.path.join(store.root, CATALOG)
-    types = {"id": np.uint32, "dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
+    types = {"id": np.uint32, "origin_key": np.uint64, "origin_check": np.uint64}
+    types |= {"dev": np.uint64, "ino": np.uint64, "file_size": np.int64}
     types |= {"mtime_ns": np.int64, "ctime_ns": np.int64}
-    lo, hi, n = con.execute(
-        "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*) FROM files "
-        "WHERE params_id = ?",
+    lo, hi, n, keyed = con.execute(
+        "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*), "
+        "count(origin_key) + count(origin_check) FROM files WHERE params_id = ?",
         [pid],
     ).fetchone()  # type: ignore[misc]
+    if keyed != 2 * n:
+        raise corrupt(catalog, "entries without the key of their origin")
     out = {k: np.empty(int(n), dtype=t) for k, t in types.items()}  # filled in place
-    keys = np.empty(int(n), dtype=np.uint64)
-    checks = np.empty(int(n), dtype=np.uint64)
     pos = 0
     for start in range(int(lo), int(hi) + 1, KNOWN_CHUNK):
         cols = con.execute(
-            "SELECT coalesce(origin, path) AS origin, id, dev, ino, file_size, "
-            f"mtime_ns, coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
-            "FROM files WHERE params_id = ? AND id >= ? AND id < ? ORDER BY id",
+            "SELECT id, origin_key, origin_check, dev, ino, file_size, mtime_ns, "
+            f"coalesce(ctime_ns, {UNKNOWN_CTIME}) AS ctime_ns "
+            "FROM files WHERE params_id = ? AND id >= ? AND id < ?",
             [pid, start, start + KNOWN_CHUNK],
         ).fetchnumpy()
         m = len(cols["id"])
         if pos + m > int(n):
             raise corrupt(catalog, "files changed while read")
-        raw = cols.pop("origin")
-        keys[pos : pos + m], checks[pos : pos + m] = origin_keys(raw, m)
-        del raw
         for k, v in cols.items():
             out[k][pos : pos + m] = np.asarray(v)
         pos += m
@@ -68,8 +67,8 @@ def known_columns(store: DuckStore, pid: int) -> KnownColumns:
         raise corrupt(catalog, "files changed while read")
     ids = out["id"]
     return KnownColumns(
-        keys,
-        checks,
+        out["origin_key"],
+        out["origin_check"],
         ids,
         out["dev"],
         out["ino"],
