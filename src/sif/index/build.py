@@ -35,12 +35,14 @@ from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_
 from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
+from sif.index.opening import Opening
 from sif.index.runplan import plan_run
 from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
 from sif.index.store import (
     IndexStore,
     NewFile,
     ParamSet,
+    default_index_path,
     open_store,
 )
 from sif.memtrim import release_memory
@@ -405,19 +407,37 @@ def build_index(
         for i in range(pool.processes):
             pool.submit(_warm, i)
     own_store = store is None
+    # With two jobs or more, an index that exists is opened, verified and read in a
+    # thread while this one walks (sif.index.opening); a new one is made first (the
+    # walk must know its directory, to leave it out).
+    directory = os.path.abspath(os.fspath(index or default_index_path()))
+    opening = (
+        Opening(lambda: open_store(directory, wait=wait, rebuild=rebuild), pset)
+        if own_store and jobs >= 2 and os.path.isdir(directory)
+        else None
+    )
     try:
-        if store is None:
-            store = open_store(index, wait=wait, rebuild=rebuild)
-        options = skip_index_dir(options, getattr(store, "directory", None))
-        progress.stage("verifying", None)
-        store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
+        if opening is not None:
+            options = skip_index_dir(options, directory)
+            walk_progress = opening.watch(progress)
+        else:
+            if store is None:
+                store = open_store(index, wait=wait, rebuild=rebuild)
+            options = skip_index_dir(options, getattr(store, "directory", None))
+            progress.stage("verifying", None)
+            store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
+            walk_progress = progress
         progress.stage("walking", None)
         # In this process, in C where it can, with a helper thread a job reading ahead.
         helpers = min(jobs, os.cpu_count() or 1, 8) - 1
-        cols, _, keys = keyed_walk(abs_roots, options, on_warning, progress, helpers)
+        cols, _, keys = keyed_walk(abs_roots, options, on_warning, walk_progress, helpers)
         release_memory()  # the walk's transient objects
         stats.walked = cols
-        known = store.known_columns(pset)
+        if opening is not None:
+            store, known = opening.result()
+        else:
+            assert store is not None
+            known = store.known_columns(pset)
         empty = not len(known.ids)
         plan = plan_run(cols, known, abs_roots, keys)
         del known, keys  # only the plan's ids are needed now
@@ -494,6 +514,8 @@ def build_index(
     finally:
         if pool is not None:
             pool.shutdown()
+        if opening is not None:
+            opening.close()
         if own_store and store is not None:
             store.close()
         _PARAMS, _ANCHORS, _CONTENT = None, None, None
