@@ -195,6 +195,7 @@ typedef struct {
     size_t scratch_cap;
     int threads_wanted, n_threads, started, stop, busy, sync_ready;
     size_t ahead; /* entries of directories read, on the stack (under mu) */
+    int waiting, resolver_waits; /* helpers in cond_wait; the resolver in its own (under mu) */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -278,13 +279,16 @@ static void *helper(void *arg) {
     while (!w->stop) {
         node *nd = NULL;
         size_t low = w->n > WINDOW ? w->n - WINDOW : 0;
-        for (size_t i = w->n; i > low && w->ahead < AHEAD_MAX; i--)
+        /* The top is the resolver's to read: a helper takes the next ones down. */
+        for (size_t i = w->n ? w->n - 1 : 0; i > low && w->ahead < AHEAD_MAX; i--)
             if (w->stack[i - 1]->state == UNREAD) {
                 nd = w->stack[i - 1];
                 break;
             }
         if (!nd) {
+            w->waiting++;
             pthread_cond_wait(&w->work, &w->mu);
+            w->waiting--;
             continue;
         }
         nd->state = READING;
@@ -293,7 +297,8 @@ static void *helper(void *arg) {
         pthread_mutex_lock(&w->mu);
         nd->state = READ;
         w->ahead += nd->l.n;
-        pthread_cond_broadcast(&w->done);
+        if (w->resolver_waits)
+            pthread_cond_broadcast(&w->done);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -486,7 +491,7 @@ static int resolve(Walker *w, node *nd) {
     if (!full) {
         for (size_t i = nk; i > 0; i--) /* reversed: the walk visits them in readdir order */
             w->stack[w->n++] = kids[i - 1];
-        if (nk && w->n_threads)
+        if (nk && w->waiting)
             pthread_cond_broadcast(&w->work);
     }
     pthread_mutex_unlock(&w->mu);
@@ -587,8 +592,9 @@ static PyObject *walker_read(Walker *w, PyObject *args) {
         node *nd = w->stack[w->n - 1], *other = NULL;
         if (nd->state == READ) { /* its turn: resolved, then freed */
             w->n--;
+            size_t before = w->ahead;
             w->ahead -= nd->l.n;
-            if (w->n_threads)
+            if (w->waiting && before >= AHEAD_MAX && w->ahead < AHEAD_MAX)
                 pthread_cond_broadcast(&w->work); /* room to read ahead again */
             pthread_mutex_unlock(&w->mu);
             failed = nd->failed ? nd->failed : resolve(w, nd);
@@ -608,7 +614,9 @@ static PyObject *walker_read(Walker *w, PyObject *args) {
                 if (w->stack[i - 1]->state == UNREAD)
                     other = w->stack[i - 1];
             if (!other) {
+                w->resolver_waits = 1;
                 pthread_cond_wait(&w->done, &w->mu);
+                w->resolver_waits = 0;
                 continue;
             }
         }
@@ -656,7 +664,7 @@ static PyObject *walker_add_root(Walker *w, PyObject *args) {
     int full = !nd || RESERVE(w->stack, w->cap, w->n + 1) != 0;
     if (!full) {
         w->stack[w->n++] = nd;
-        if (w->n_threads)
+        if (w->waiting)
             pthread_cond_broadcast(&w->work);
     }
     pthread_mutex_unlock(&w->mu);
