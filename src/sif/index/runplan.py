@@ -98,14 +98,19 @@ def plan_run(
         rep = np.arange(n, dtype=np.int64)  # each row's representative: one row an origin
     hit = pos >= 0
     changed = np.flatnonzero(hit & ~same)
+    fetched: dict[int, str] = {}
     if len(changed):  # the same key: the same path, unless two paths share a key
+        redo = np.zeros(n, dtype=bool)
+        redo[pos[changed]] = True
+        rows = np.flatnonzero(redo[rep])  # every row of their origins, read at once
+        fetched = dict(zip(rows.tolist(), known.origins(rows), strict=True))
         dirs, dir_of, names = cols.dirs, cols.dir_of, cols.names
-        origins = known.origins(pos[changed])
         if any(
-            dirs[dir_of[j]] + names[j] != o for j, o in zip(changed.tolist(), origins, strict=True)
+            dirs[dir_of[j]] + names[j] != fetched[p]
+            for j, p in zip(changed.tolist(), pos[changed].tolist(), strict=True)
         ):
             return _plan_by_paths(cols, known, roots, known.origins(np.arange(n)))
-    return _settle_plan(known, roots, pos, same, changed, rep, None)
+    return _settle_plan(known, roots, pos, same, changed, rep, None, fetched)
 
 
 Matched = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64]]
@@ -223,14 +228,20 @@ def _settle_plan(
     changed: npt.NDArray[np.int64],
     rep: npt.NDArray[np.int64],
     origins: list[str] | None,
+    fetched: dict[int, str] | None = None,
 ) -> RunPlan:
     """The plan from each walked file's row ``pos`` (-1: none), which are ``same`` and
     which ``changed``, and each row's representative ``rep``; the origins of the rows
-    it names are read from ``known`` (unless all are given: ``origins``)."""
+    it names are read from ``known`` (unless all are given: ``origins``; or those of
+    some rows, read already: ``fetched``)."""
     n = len(known.ids)
 
     def origins_of(rows: npt.NDArray[np.int64]) -> list[str]:
-        return known.origins(rows) if origins is None else [origins[i] for i in rows.tolist()]
+        if origins is not None:
+            return [origins[i] for i in rows.tolist()]
+        if fetched and all(i in fetched for i in rows.tolist()):
+            return [fetched[i] for i in rows.tolist()]
+        return known.origins(rows)
 
     hit = pos >= 0
     todo = np.flatnonzero(~same)
