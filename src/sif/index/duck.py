@@ -32,7 +32,9 @@ is opened (DuckDB checks its blocks' checksums as it reads them), and
 
 Crash safety (SIGKILL at any moment): a commit writes its segment under a
 temporary name, fsyncs and renames it, then commits one DuckDB transaction
-that names it, then publishes a manifest. A crash before the transaction
+that names it, then publishes a manifest. The catalog's WAL
+(``catalog.duckdb.wal``) is left for the next writer to replay; a rebuild
+checkpoints its catalog before it moves it. A crash before the transaction
 leaves an orphan directory that the next writer deletes; a crash after it
 and before the publish is published by the next writer. Readers only ever
 see a published manifest. File ids are never reused.
@@ -275,6 +277,7 @@ class DuckStore:
         deletes the moved segments as orphans); after, the next writer publishes.
         """
         home, stage = self.directory, self.root
+        self._con.execute("CHECKPOINT")  # all in the file that moves: its WAL stays behind
         self._con.close()
         self._con = None  # type: ignore[assignment]
         segdir = os.path.join(home, "segments")
@@ -313,6 +316,11 @@ class DuckStore:
                         "temp_directory": os.path.join(self.directory, "tmp"),
                     }
                     con = duckdb.connect(path, config=config)
+                    # Closing leaves the WAL for the next writer to replay (DuckDB also
+                    # checkpoints once it outgrows 16 MB): at 1 M files the checkpoint
+                    # of an incremental run's commit was 0.1 s of its close, and the
+                    # replay of its 2 MB adds nothing measurable to the next opening.
+                    con.execute("PRAGMA disable_checkpoint_on_shutdown")
                 tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
                 if tables and "sif_meta" in tables:
                     app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
