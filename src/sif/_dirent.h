@@ -40,7 +40,7 @@ typedef struct {
 
 static int grow(listing *l, size_t name_len) {
     if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
+        size_t cap = l->cap ? 2 * l->cap : 32;
         entry *items = realloc(l->items, cap * sizeof(entry));
         if (!items)
             return -1;
@@ -48,7 +48,7 @@ static int grow(listing *l, size_t name_len) {
         l->cap = cap;
     }
     if (l->used + name_len + 1 > l->room) {
-        size_t room = l->room ? 2 * l->room : 16384;
+        size_t room = l->room ? 2 * l->room : 1024;
         while (room < l->used + name_len + 1)
             room *= 2;
         char *names = realloc(l->names, room);
