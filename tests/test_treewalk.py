@@ -8,6 +8,7 @@ columns, warnings and counts, on hostile trees, with and without helper threads.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from tests.test_dirread import hostile_tree
 import sif.dirread
 import sif.treewalk as treewalk
 from sif.events import ScanWarning
+from sif.keyedwalk import keyed_walk
 from sif.pathkeys import CHECK_SEED, KEY_SEED, path_keys, walk_keys
 from sif.records import FileRecord, RecordColumns
 from sif.walk import Walker, WalkOptions, parallel_walk
@@ -255,6 +257,13 @@ def test_unreadable_directories_warn_as_in_python() -> None:
         subprocess.run(["rm", "-rf", str(base)], check=True)
 
 
+def _names(chunk: tuple[object, ...]) -> list[str]:
+    """The names of a chunk of sif._treec: their bytes and offsets, decoded."""
+    blob, offset_bytes = chunk[2]  # type: ignore[misc]
+    offsets = np.frombuffer(offset_bytes, dtype=np.int64).tolist()
+    return [os.fsdecode(blob[a:b]) for a, b in itertools.pairwise(offsets)]
+
+
 def test_a_directory_gone_before_it_is_read(tmp_path: Path) -> None:
     # The walk takes a directory when it reads its parent, and reads it later.
     for d in ("a", "b", "c"):
@@ -266,7 +275,7 @@ def test_a_directory_gone_before_it_is_read(tmp_path: Path) -> None:
         assert tree.add_root(os.fsencode(tmp_path / "t"), st_.st_dev, st_.st_ino)
         assert not tree.add_root(os.fsencode(tmp_path / "t"), st_.st_dev, st_.st_ino)
         first = tree.read(1)  # t itself (one file): its subdirectories taken, not read
-        assert first[2] == ["f0"] and first[6][0] == 1
+        assert _names(first) == ["f0"] and first[6][0] == 1
         os.rename(tmp_path / "t" / "b", tmp_path / "b")
         got = []
         while (chunk := tree.read(1)) is not None:
@@ -275,7 +284,7 @@ def test_a_directory_gone_before_it_is_read(tmp_path: Path) -> None:
         tree.close()
     problems = [p for c in got for p in c[5]]
     assert problems == [(3, str(tmp_path / "t" / "b"), 2)]  # ENOENT: "vanished during the scan"
-    assert [n for c in got for n in c[2]] == ["f", "f"]
+    assert [n for c in got for n in _names(c)] == ["f", "f"]
     assert sum(c[6][0] for c in got) == 3  # b counted as read, as the Python walk does
 
 
@@ -306,9 +315,9 @@ def test_keyed_walk_without_the_extension_gives_the_same(
     nested_hostile(tmp_path / "t")
     write(tmp_path / "f", b"file root")
     roots = [str(tmp_path / "t"), str(tmp_path / "f")]
-    cols, stats, keys = treewalk.keyed_walk(roots, WalkOptions(), threads=1)
+    cols, stats, keys = keyed_walk(roots, WalkOptions(), threads=1)
     monkeypatch.setattr(treewalk, "_treec", None)
-    cols_py, stats_py, keys_py = treewalk.keyed_walk(roots, WalkOptions())
+    cols_py, stats_py, keys_py = keyed_walk(roots, WalkOptions())
     assert _columns(cols) == _columns(cols_py) and stats == stats_py
     assert np.array_equal(keys, keys_py) and len(keys) == len(cols)
     assert parallel_walk(roots, WalkOptions())[0].paths == cols.paths
@@ -364,7 +373,7 @@ def test_ctrl_c_leaves_no_descriptor_and_no_thread(tmp_path: Path) -> None:
         for delay in (0.0005, 0.001, 0.002, 0.004, 0.008) * 4:
             signal.setitimer(signal.ITIMER_REAL, delay)
             try:
-                cols, _, _ = treewalk.keyed_walk([str(big)], options, threads=2)
+                cols, _, _ = keyed_walk([str(big)], options, threads=2)
                 assert len(cols) == 20_000
             except KeyboardInterrupt:
                 stopped += 1
@@ -375,3 +384,38 @@ def test_ctrl_c_leaves_no_descriptor_and_no_thread(tmp_path: Path) -> None:
         signal.signal(signal.SIGALRM, old)
         subprocess.run(["rm", "-rf", str(big)], check=True)
     assert stopped > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    parts=st.lists(st.lists(names, max_size=6), max_size=5),  # never a NUL or a slash
+    before=st.lists(st.text(st.characters(exclude_characters="\0/"), min_size=1), max_size=3),
+)
+def test_raw_names_read_as_decoded_names(parts: list[list[bytes]], before: list[str]) -> None:
+    """RecordColumns.add_raw_names (the C walk's names: bytes and offsets) gives, row by
+    row and all at once, what os.fsdecode gives; names decoded before stay first."""
+    from array import array
+
+    raw = RecordColumns()
+    raw.add_dir("/d")
+    for name in before:
+        raw.dir_of.append(0)
+        raw.names.append(name)
+    want = list(before)
+    for chunk in parts:
+        offsets = array("q", [0])
+        for name in chunk:
+            offsets.append(offsets[-1] + len(name))
+        raw.add_raw_names(b"".join(chunk), offsets)
+        raw.dir_of.extend(array("I", [0]) * len(chunk))
+        want += [os.fsdecode(n) for n in chunk]
+    assert len(raw) == len(want)
+    assert [raw.name(i) for i in range(len(want))] == want
+    assert [raw.path(i) for i in range(len(want))] == ["/d/" + n for n in want]
+    state = raw.__getstate__()  # decodes them all, once
+    assert raw.names == want and len(raw) == len(want)
+    again = RecordColumns()
+    again.__setstate__(state)
+    assert again.names == want
+    raw.extend([FileRecord("/e/x", 1, 2, 3, 4)])
+    assert raw.names == [*want, "x"] and raw.path(len(want)) == "/e/x"

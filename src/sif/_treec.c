@@ -12,14 +12,16 @@
  *
  * Walker(skip_hidden, lo, hi, trust_type, one_fs, skip_keys, threads, keys)
  *   add_root(path: bytes, dev, ino) -> bool   False: that directory was walked already
- *   read(max_files) -> chunk | None            None: nothing left under the roots added
+ *   read(max_files, dir_base=0) -> chunk | None   None: nothing left under the roots
  *   visited() -> bytes                         (dev, ino) of every directory taken
  *   close()                                    helpers stopped and joined, memory freed
  *
  * A chunk: (dirs, dir_of, names, numbers, keys, problems, counts) for the directories
  * walked since the last call (ending after the one that reached max_files files):
  * dirs, the paths (str, each ending with "/") of those that hold files kept; dir_of, a
- * uint32 a file, its index in dirs; names (str); numbers, six int64 columns (dev, ino,
+ * uint32 a file, dir_base plus its index in dirs; names, (bytes, offsets): the names' bytes one after
+ * another and n + 1 int64 offsets (decoded when needed, as os.fsdecode does: the
+ * caller's RecordColumns.add_raw_names); numbers, six int64 columns (dev, ino,
  * size, mtime_ns, nlink, ctime_ns); keys, two uint64 a file (with keys: XXH64 of the
  * file's path bytes, seeds KEY_SEED and CHECK_SEED, as sif.index.store.origin_key;
  * else empty); problems, (kind, path, errno) in the walk's order (0 a name not UTF-8,
@@ -161,6 +163,7 @@ typedef struct { /* what read() hands back, gathered without the GIL */
     int *pkind, *perr;
     size_t pused, proom, np, pcap, pkcap, pecap;
     long long dirs_read, bytes, filtered, links, special;
+    uint32_t dir_base; /* added to each file's dir_of */
 } chunk;
 
 static void chunk_free(chunk *c) {
@@ -524,15 +527,16 @@ static PyObject *decode(const char *s, size_t len) {
 
 static PyObject *build(Walker *w) {
     chunk *c = &w->c;
-    PyObject *dirs = PyList_New((Py_ssize_t)c->nd), *names = PyList_New((Py_ssize_t)c->nf);
+    PyObject *dirs = PyList_New((Py_ssize_t)c->nd);
+    PyObject *names = PyBytes_FromStringAndSize(c->nbuf, (Py_ssize_t)c->nused);
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((c->nf + 1) * sizeof(int64_t)));
     PyObject *problems = PyList_New((Py_ssize_t)c->np);
-    PyObject *dir_of = PyBytes_FromStringAndSize((const char *)c->dir_of,
-                                                 (Py_ssize_t)(c->nf * sizeof(uint32_t)));
+    PyObject *dir_of = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(c->nf * sizeof(uint32_t)));
     PyObject *numbers = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(6 * c->nf * sizeof(int64_t)));
     PyObject *keys = PyBytes_FromStringAndSize(
         (const char *)c->keys, (Py_ssize_t)(w->keys ? 2 * c->nf * sizeof(uint64_t) : 0));
     PyObject *out = NULL;
-    if (!dirs || !names || !problems || !dir_of || !numbers || !keys)
+    if (!dirs || !names || !offsets || !problems || !dir_of || !numbers || !keys)
         goto done;
     for (size_t i = 0; i < c->nd; i++) {
         PyObject *s = decode(c->dbuf + c->doff[i], c->doff[i + 1] - c->doff[i]);
@@ -540,12 +544,13 @@ static PyObject *build(Walker *w) {
             goto done;
         PyList_SET_ITEM(dirs, (Py_ssize_t)i, s);
     }
-    for (size_t i = 0; i < c->nf; i++) {
-        PyObject *s = decode(c->nbuf + c->noff[i], c->noff[i + 1] - c->noff[i]);
-        if (!s)
-            goto done;
-        PyList_SET_ITEM(names, (Py_ssize_t)i, s);
-    }
+    uint32_t *dof = (uint32_t *)PyBytes_AS_STRING(dir_of);
+    for (size_t i = 0; i < c->nf; i++)
+        dof[i] = c->dir_of[i] + c->dir_base;
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    off[0] = 0;
+    for (size_t i = 0; i < c->nf; i++)
+        off[i + 1] = (int64_t)c->noff[i + 1];
     int64_t *col = (int64_t *)PyBytes_AS_STRING(numbers);
     for (size_t i = 0; i < c->nf; i++)
         for (size_t j = 0; j < 6; j++)
@@ -558,11 +563,12 @@ static PyObject *build(Walker *w) {
             goto done;
         PyList_SET_ITEM(problems, (Py_ssize_t)i, t);
     }
-    out = Py_BuildValue("(OOOOOO(LLLLL))", dirs, dir_of, names, numbers, keys, problems,
-                        c->dirs_read, c->bytes, c->filtered, c->links, c->special);
+    out = Py_BuildValue("(OO(OO)OOO(LLLLL))", dirs, dir_of, names, offsets, numbers, keys,
+                        problems, c->dirs_read, c->bytes, c->filtered, c->links, c->special);
 done:
     Py_XDECREF(dirs);
     Py_XDECREF(names);
+    Py_XDECREF(offsets);
     Py_XDECREF(problems);
     Py_XDECREF(dir_of);
     Py_XDECREF(numbers);
@@ -572,7 +578,8 @@ done:
 
 static PyObject *walker_read(Walker *w, PyObject *args) {
     Py_ssize_t max_files;
-    if (!PyArg_ParseTuple(args, "n", &max_files))
+    unsigned int dir_base = 0;
+    if (!PyArg_ParseTuple(args, "n|I", &max_files, &dir_base))
         return NULL;
     if (w->busy || !w->sync_ready) {
         PyErr_SetString(PyExc_RuntimeError, "the walker is busy or closed");
@@ -582,6 +589,7 @@ static PyObject *walker_read(Walker *w, PyObject *args) {
         Py_RETURN_NONE;
     w->busy = 1;
     chunk_reset(&w->c);
+    w->c.dir_base = dir_base;
     if (!w->started)
         start_helpers(w);
     int failed = 0; /* -1 out of memory, -2 a signal handler raised */

@@ -15,7 +15,9 @@ a UTF-8 file-system encoding; :func:`usable`); the tests hold it to the
 Python walk on hostile trees.
 
 With ``keys``, each file's :func:`sif.pathkeys.path_key` is computed in C as
-the walk meets it (:func:`keyed_walk`), for ``sif index``'s plan.
+the walk meets it (:func:`sif.pathkeys.keyed_walk`, for ``sif index``'s plan).
+Neither numpy nor :mod:`sif.walk` is imported here (``sif dupes`` starts without
+numpy, and :mod:`sif.walk` imports this module).
 """
 
 from __future__ import annotations
@@ -23,23 +25,21 @@ from __future__ import annotations
 import os
 import stat
 from array import array
-from collections.abc import Callable, Iterable
-
-import numpy as np
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sif.dirread import _BAD_NAME, _errno_cause
-from sif.events import NullProgress, Progress, WarningSink, ignore_warning
-from sif.pathkeys import U64, walk_keys
 from sif.records import FileRecord, RecordColumns
-from sif.walk import Walker, _Root, parallel_walk
-from sif.walkoptions import WalkOptions, WalkStats
+
+if TYPE_CHECKING:
+    from sif.walk import Walker, _Root
 
 try:
     from sif import _treec  # type: ignore[attr-defined,unused-ignore]
 except ImportError:  # not built (no compiler at install): the Python walk
     _treec = None
 
-__all__ = ["CHUNK_FILES", "keyed_walk", "usable", "walk_tree"]
+__all__ = ["CHUNK_FILES", "usable", "walk_tree"]
 
 CHUNK_FILES = 1 << 16
 """Files a call of the C walk returns (at least: it ends with a directory)."""
@@ -70,7 +70,7 @@ def walk_tree(
     assert _treec is not None
     reader, stats = walker._reader, walker.stats
     skip = walker.options.skip_dirs
-    skip_bytes = np.array(sorted(skip), dtype=np.uint64).tobytes() if skip else b""
+    skip_bytes = array("Q", [k for pair in sorted(skip) for k in pair]).tobytes()
     tree = _treec.Walker(
         reader.skip_hidden,
         reader.lo,
@@ -101,10 +101,12 @@ def walk_tree(
                 _drain(walker, tree, cols, advance, keys)
         if not file_roots:
             return []
-        got = np.frombuffer(tree.visited(), dtype=np.uint64).reshape(-1, 2).tolist()
+        got = array("Q")
+        got.frombytes(tree.visited())
     finally:
         tree.close()
-    held = set(map(tuple, got)) | skip
+    pairs = iter(got)
+    held = set(zip(pairs, pairs, strict=True)) | skip
     return [
         walker._record(path, st, link)
         for path, st, link in file_roots
@@ -122,14 +124,15 @@ def _drain(
     """Every chunk of ``tree`` into ``cols`` (and ``keys``), counted and warned of."""
     stats = walker.stats
     warn = walker._warn
-    while (chunk := tree.read(CHUNK_FILES)) is not None:  # type: ignore[attr-defined]
-        dirs, dir_of, names, numbers, key_bytes, problems, counts = chunk
-        n = len(names)
+    while (chunk := tree.read(CHUNK_FILES, len(cols.dirs))) is not None:  # type: ignore[attr-defined]
+        dirs, dir_of, (blob, offset_bytes), numbers, key_bytes, problems, counts = chunk
+        n = len(dir_of) // 4
         if n:
-            base = len(cols.dirs)
             cols.dirs.extend(dirs)
-            cols.dir_of.frombytes((np.frombuffer(dir_of, dtype=np.uint32) + base).tobytes())
-            cols.names.extend(names)
+            offsets = array("q")
+            offsets.frombytes(offset_bytes)
+            cols.add_raw_names(blob, offsets)  # before the columns: rows counted by names
+            cols.dir_of.frombytes(dir_of)  # numbered after the directories before
             step = 8 * n
             view = memoryview(numbers)
             cols.dev.frombytes(view[:step])
@@ -156,30 +159,3 @@ def _drain(
             else:
                 warn(path, _errno_cause(err, os.strerror(err)))
         advance(n)
-
-
-def keyed_walk(
-    roots: Iterable[str | os.PathLike[str]],
-    options: WalkOptions,
-    on_warning: WarningSink = ignore_warning,
-    progress: Progress | None = None,
-    threads: int = 0,
-) -> tuple[RecordColumns, WalkStats, U64]:
-    """:func:`sif.walk.parallel_walk` (in this process) and the key of each file found
-    (an ``(n, 2)`` array, :func:`sif.pathkeys.path_key`): in C where :func:`usable`,
-    with ``threads`` helpers; else the Python walk, and the keys hashed after."""
-    walker = Walker(options, on_warning)
-    if not usable(walker):
-        cols, stats = parallel_walk(roots, options, on_warning, None, 1, progress)
-        return cols, stats, walk_keys(cols)
-    advance = (progress or NullProgress()).advance
-    cols = RecordColumns()
-    keys = array("Q")
-    file_roots = walk_tree(walker, walker._stat_roots(roots), cols, advance, threads, keys)
-    start = len(cols)
-    cols.extend(file_roots)
-    advance(len(file_roots))
-    out = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 2)
-    if file_roots:
-        out = np.concatenate([out, walk_keys(cols, start)])
-    return cols, walker.stats, out

@@ -38,6 +38,7 @@ from typing import Any
 from sif.dirread import DirReader, _cause, _Dir, _valid_utf8
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.records import FileRecord, RecordColumns
+from sif.treewalk import usable, walk_tree
 from sif.walkoptions import WalkOptions, WalkStats, parse_size, read_path_list
 
 __all__ = [
@@ -342,8 +343,6 @@ def parallel_walk(
     cols = RecordColumns()
     file_roots: list[FileRecord] = []
     if pool is None or options.follow_symlinks or jobs < 2:
-        from sif.treewalk import usable, walk_tree  # it builds on this module
-
         if usable(walker):  # the same walk, in C
             file_roots = walk_tree(walker, root_list, cols, advance)
             advance(len(file_roots))

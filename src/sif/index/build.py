@@ -45,8 +45,8 @@ from sif.index.store import (
     default_index_path,
     open_store,
 )
+from sif.keyedwalk import keyed_walk
 from sif.memtrim import release_memory
-from sif.treewalk import keyed_walk
 from sif.walk import FileRecord, RecordColumns, WalkOptions
 
 #: Commit after this many bytes read...

@@ -104,9 +104,8 @@ def plan_run(
         redo[pos[changed]] = True
         rows = np.flatnonzero(redo[rep])  # every row of their origins, read at once
         fetched = dict(zip(rows.tolist(), known.origins(rows), strict=True))
-        dirs, dir_of, names = cols.dirs, cols.dir_of, cols.names
         if any(
-            dirs[dir_of[j]] + names[j] != fetched[p]
+            cols.path(j) != fetched[p]
             for j, p in zip(changed.tolist(), pos[changed].tolist(), strict=True)
         ):
             return _plan_by_paths(cols, known, roots, known.origins(np.arange(n)))
