@@ -53,7 +53,7 @@
 
 enum { UNREAD = 0, READING, READ };
 
-typedef struct {
+typedef struct node_s {
     char *path; /* NUL-terminated bytes */
     size_t len;
     uint64_t dev, ino, top_dev;
@@ -61,6 +61,12 @@ typedef struct {
     int state, open_err, dir_err, failed; /* failed: out of memory, or stopped */
     listing l;
     uint64_t *keys; /* two a K_FILE entry, in entry order */
+    /* Read ahead by a helper while this one waits, read, on the stack: its
+     * subdirectories, one a K_DIR entry (at that entry's index; NULL elsewhere), which
+     * the walk takes (or drops) when it resolves this one. */
+    struct node_s **pre;
+    size_t pre_next; /* entries before it were looked at by a helper */
+    int pre_made, orphan; /* orphan: dropped while a helper read it, which frees it */
 } node;
 
 typedef struct {
@@ -208,6 +214,11 @@ typedef struct {
 static void node_free(node *nd) {
     if (!nd)
         return;
+    if (nd->pre) {
+        for (size_t i = 0; i < nd->l.n; i++)
+            node_free(nd->pre[i]);
+        free(nd->pre);
+    }
     free(nd->path);
     free(nd->keys);
     listing_free(&nd->l);
@@ -276,18 +287,92 @@ static void read_node(Walker *w, node *nd, stop_check check, void *ctx) {
 
 static int helper_check(void *ctx) { return __atomic_load_n(&((Walker *)ctx)->stop, __ATOMIC_RELAXED); }
 
+/* A new node for the directory prefix + name (or path alone, name NULL). */
+static node *new_node(const char *prefix, size_t plen, const char *name, size_t nlen,
+                      uint64_t dev, uint64_t ino, uint64_t top_dev, size_t depth) {
+    node *nd = calloc(1, sizeof(node));
+    if (!nd)
+        return NULL;
+    nd->len = plen + nlen;
+    nd->path = malloc(nd->len + 1);
+    if (!nd->path) {
+        free(nd);
+        return NULL;
+    }
+    memcpy(nd->path, prefix, plen);
+    if (name)
+        memcpy(nd->path + plen, name, nlen);
+    nd->path[nd->len] = 0;
+    nd->dev = dev;
+    nd->ino = ino;
+    nd->top_dev = top_dev;
+    nd->depth = depth;
+    return nd;
+}
+
+/* The subdirectories of s (read, on the stack) as nodes in s->pre, for a helper to read
+ * ahead: those the walk may take (never a skipped one, nor one of another file system
+ * with one_fs: the walk opens nothing it would not). Under mu. */
+static void make_pre(Walker *w, node *s) {
+    s->pre_made = 1;
+    size_t dirs = 0;
+    for (size_t i = 0; i < s->l.n; i++)
+        dirs += s->l.items[i].kind == K_DIR;
+    if (!dirs || !(s->pre = calloc(s->l.n, sizeof(node *))))
+        return;
+    int slash = ends_with_slash(s);
+    for (size_t i = 0; i < s->l.n; i++) {
+        entry *e = &s->l.items[i];
+        uint64_t dev = (uint64_t)e->dev, ino = (uint64_t)e->ino;
+        if (e->kind != K_DIR || keyset_has(&w->skip, dev, ino) ||
+            (w->one_fs && dev != s->top_dev))
+            continue;
+        node *k = new_node(s->path, s->len, NULL, 0, dev, ino, s->top_dev, s->depth + 1);
+        char *path = k ? realloc(k->path, s->len + 1 + e->name_len + 1) : NULL;
+        if (!path) { /* out of memory: fewer read ahead, nothing else changes */
+            node_free(k);
+            continue;
+        }
+        k->path = path;
+        if (!slash)
+            path[k->len++] = '/';
+        memcpy(path + k->len, s->l.names + e->name_off, e->name_len);
+        k->len += e->name_len;
+        path[k->len] = 0;
+        s->pre[i] = k;
+    }
+}
+
+/* What a helper reads next, under mu: in the order the walk will want them, from the
+ * top of the stack down, each directory (but the top, the walk's to read), then its
+ * subdirectories once it is read. NULL: nothing to read within WINDOW. */
+static node *pick(Walker *w) {
+    size_t low = w->n > WINDOW ? w->n - WINDOW : 0;
+    for (size_t i = w->n; i > low; i--) {
+        node *s = w->stack[i - 1];
+        if (s->state == UNREAD) {
+            if (i < w->n)
+                return s;
+            continue;
+        }
+        if (s->state != READ || s->failed)
+            continue;
+        if (!s->pre_made)
+            make_pre(w, s);
+        for (; s->pre && s->pre_next < s->l.n; s->pre_next++) {
+            node *k = s->pre[s->pre_next];
+            if (k && k->state == UNREAD)
+                return k;
+        }
+    }
+    return NULL;
+}
+
 static void *helper(void *arg) {
     Walker *w = (Walker *)arg;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
-        node *nd = NULL;
-        size_t low = w->n > WINDOW ? w->n - WINDOW : 0;
-        /* The top is the resolver's to read: a helper takes the next ones down. */
-        for (size_t i = w->n ? w->n - 1 : 0; i > low && w->ahead < AHEAD_MAX; i--)
-            if (w->stack[i - 1]->state == UNREAD) {
-                nd = w->stack[i - 1];
-                break;
-            }
+        node *nd = w->ahead < AHEAD_MAX ? pick(w) : NULL;
         if (!nd) {
             w->waiting++;
             pthread_cond_wait(&w->work, &w->mu);
@@ -298,6 +383,10 @@ static void *helper(void *arg) {
         pthread_mutex_unlock(&w->mu);
         read_node(w, nd, helper_check, w);
         pthread_mutex_lock(&w->mu);
+        if (nd->orphan) { /* the walk dropped it meanwhile */
+            node_free(nd);
+            continue;
+        }
         nd->state = READ;
         w->ahead += nd->l.n;
         if (w->resolver_waits)
@@ -337,29 +426,6 @@ static void start_helpers(Walker *w) {
     }
 }
 
-/* A new node for the directory prefix + name (or path alone, name NULL). */
-static node *new_node(const char *prefix, size_t plen, const char *name, size_t nlen,
-                      uint64_t dev, uint64_t ino, uint64_t top_dev, size_t depth) {
-    node *nd = calloc(1, sizeof(node));
-    if (!nd)
-        return NULL;
-    nd->len = plen + nlen;
-    nd->path = malloc(nd->len + 1);
-    if (!nd->path) {
-        free(nd);
-        return NULL;
-    }
-    memcpy(nd->path, prefix, plen);
-    if (name)
-        memcpy(nd->path + plen, name, nlen);
-    nd->path[nd->len] = 0;
-    nd->dev = dev;
-    nd->ino = ino;
-    nd->top_dev = top_dev;
-    nd->depth = depth;
-    return nd;
-}
-
 /* prefix + name in w->scratch; its length, or -1 out of memory. */
 static long long join(Walker *w, const node *nd, const char *name, size_t nlen) {
     size_t plen = nd->len + !ends_with_slash(nd);
@@ -391,6 +457,19 @@ static int add_named_problem(Walker *w, const node *nd, int kind, const entry *e
     return len < 0 ? -1 : add_problem(&w->c, kind, w->scratch, (size_t)len, err);
 }
 
+/* A node the walk does not take (under mu): freed, or left to the helper reading it. */
+static void drop(Walker *w, node *k) {
+    if (!k)
+        return;
+    if (k->state == READING) {
+        k->orphan = 1;
+        return;
+    }
+    if (k->state == READ)
+        w->ahead -= k->l.n;
+    node_free(k);
+}
+
 /* The walk's decisions for one directory read (no lock held): its files into the chunk,
  * its subdirectories taken pushed on the stack (under the lock). 0, or -1 out of memory. */
 static int resolve(Walker *w, node *nd) {
@@ -409,13 +488,13 @@ static int resolve(Walker *w, node *nd) {
     for (size_t i = 0; i < nd->l.n; i++) {
         entry *e = &nd->l.items[i];
         if (e->bad_utf8 && add_named_problem(w, nd, 0, e, 0) != 0)
-            goto oom;
+            goto oom_unlocked;
         if (e->kind == K_FILE) {
             if (dir_no == (size_t)-1) {
                 size_t need = c->dused + nd->len + 1;
                 if (RESERVE(c->dbuf, c->droom, need) != 0 ||
                     RESERVE(c->doff, c->dcap, c->nd + 2) != 0)
-                    goto oom;
+                    goto oom_unlocked;
                 c->doff[c->nd] = c->dused;
                 memcpy(c->dbuf + c->dused, nd->path, nd->len);
                 c->dused += nd->len;
@@ -429,7 +508,7 @@ static int resolve(Walker *w, node *nd) {
                 RESERVE(c->keys, c->kcap, 2 * (k + 1)) != 0 ||
                 RESERVE(c->noff, c->ncap, k + 2) != 0 ||
                 RESERVE(c->nbuf, c->nroom, c->nused + e->name_len) != 0)
-                goto oom;
+                goto oom_unlocked;
             c->dir_of[k] = (uint32_t)dir_no;
             c->noff[k] = c->nused;
             memcpy(c->nbuf + c->nused, nd->l.names + e->name_off, e->name_len);
@@ -457,58 +536,65 @@ static int resolve(Walker *w, node *nd) {
             c->special++;
         } else if (e->kind == K_STAT_ERROR) {
             if (add_named_problem(w, nd, 1, e, e->err) != 0)
-                goto oom;
+                goto oom_unlocked;
         }
     }
     if (nd->dir_err && add_problem(c, 2, nd->path, nd->len, nd->dir_err) != 0)
-        goto oom;
+        goto oom_unlocked;
+    pthread_mutex_lock(&w->mu); /* the subdirectories a helper made or reads */
     for (size_t i = 0; i < nd->l.n; i++) {
         entry *e = &nd->l.items[i];
         if (e->kind != K_DIR)
             continue;
+        node *pre = nd->pre ? nd->pre[i] : NULL;
+        if (pre)
+            nd->pre[i] = NULL;
         uint64_t dev = (uint64_t)e->dev, ino = (uint64_t)e->ino;
-        if (keyset_has(&w->skip, dev, ino))
-            continue;
-        int loop = 0;
-        for (size_t a = 0; a <= nd->depth && !loop; a++)
-            loop = w->anc[2 * a] == dev && w->anc[2 * a + 1] == ino;
-        if (loop) {
-            if (add_named_problem(w, nd, 4, e, 0) != 0)
+        int take = !keyset_has(&w->skip, dev, ino);
+        if (take) {
+            int loop = 0;
+            for (size_t a = 0; a <= nd->depth && !loop; a++)
+                loop = w->anc[2 * a] == dev && w->anc[2 * a + 1] == ino;
+            if (loop && add_named_problem(w, nd, 4, e, 0) != 0) {
+                drop(w, pre);
                 goto oom;
+            }
+            take = !loop && !keyset_has(&w->visited, dev, ino) &&
+                   !(w->one_fs && dev != nd->top_dev);
+        }
+        if (!take) {
+            drop(w, pre);
             continue;
         }
-        if (keyset_has(&w->visited, dev, ino) || (w->one_fs && dev != nd->top_dev))
-            continue;
-        if (keyset_add(&w->visited, dev, ino) < 0 || RESERVE(kids, kcap, nk + 1) != 0)
+        node *kid = pre;
+        if (!kid) {
+            long long len = join(w, nd, nd->l.names + e->name_off, e->name_len);
+            kid = len < 0 ? NULL
+                          : new_node(w->scratch, (size_t)len, NULL, 0, dev, ino, nd->top_dev,
+                                     nd->depth + 1);
+        }
+        if (!kid || keyset_add(&w->visited, dev, ino) < 0 || RESERVE(kids, kcap, nk + 1) != 0) {
+            drop(w, kid);
             goto oom;
-        long long len = join(w, nd, nd->l.names + e->name_off, e->name_len);
-        node *kid = len < 0 ? NULL
-                            : new_node(w->scratch, (size_t)len, NULL, 0, dev, ino, nd->top_dev,
-                                       nd->depth + 1);
-        if (!kid)
-            goto oom;
+        }
         kids[nk++] = kid;
     }
-    pthread_mutex_lock(&w->mu);
-    int full = RESERVE(w->stack, w->cap, w->n + nk) != 0;
-    if (!full) {
-        for (size_t i = nk; i > 0; i--) /* reversed: the walk visits them in readdir order */
-            w->stack[w->n++] = kids[i - 1];
-        if (nk && w->waiting)
-            pthread_cond_broadcast(&w->work);
-    }
+    if (RESERVE(w->stack, w->cap, w->n + nk) != 0)
+        goto oom;
+    for (size_t i = nk; i > 0; i--) /* reversed: the walk visits them in readdir order */
+        w->stack[w->n++] = kids[i - 1];
+    if (nk && w->waiting)
+        pthread_cond_broadcast(&w->work);
     pthread_mutex_unlock(&w->mu);
-    if (full) {
-        for (size_t i = 0; i < nk; i++)
-            node_free(kids[i]);
-        free(kids);
-        return -1;
-    }
     free(kids);
     return 0;
-oom:
+oom: /* the lock held */
     for (size_t i = 0; i < nk; i++)
-        node_free(kids[i]);
+        drop(w, kids[i]);
+    pthread_mutex_unlock(&w->mu);
+    free(kids);
+    return -1;
+oom_unlocked:
     free(kids);
     return -1;
 }
