@@ -27,6 +27,7 @@
 #include <string.h>
 
 #define EMPTY UINT32_MAX
+#define AHEAD 16 /* rows whose slot is prefetched ahead */
 
 /* 0, or -1 where two rows or a walked file share a first half but not a second. */
 static int do_match(const uint64_t *kkeys, const uint64_t *kchecks, size_t n,
@@ -34,6 +35,8 @@ static int do_match(const uint64_t *kkeys, const uint64_t *kchecks, size_t n,
                     const int64_t *wst[5], int64_t *pos, uint8_t *same, int64_t *rep,
                     uint32_t *slots, size_t mask) {
     for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) /* the slot a later row lands in: a miss paid ahead */
+            __builtin_prefetch(&slots[(size_t)kkeys[i + AHEAD] & mask], 1);
         size_t h = (size_t)kkeys[i] & mask;
         for (;;) {
             uint32_t r = slots[h];
@@ -52,6 +55,8 @@ static int do_match(const uint64_t *kkeys, const uint64_t *kchecks, size_t n,
         }
     }
     for (size_t j = 0; j < m; j++) {
+        if (j + AHEAD < m)
+            __builtin_prefetch(&slots[(size_t)wkeys[2 * (j + AHEAD)] & mask], 0);
         uint64_t key = wkeys[2 * j];
         size_t h = (size_t)key & mask;
         int64_t found = -1;
