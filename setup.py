@@ -21,7 +21,12 @@ setup(
         Extension(
             "sif._treec",
             ["src/sif/_treec.c"],
-            depends=["src/sif/_dirent.h", "src/sif/_xxh64.h"],
+            depends=[
+                "src/sif/_dirent.h",
+                "src/sif/_treec.h",
+                "src/sif/_treeread.h",
+                "src/sif/_xxh64.h",
+            ],
             extra_compile_args=["-O2", "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,
