@@ -257,7 +257,15 @@ def _settle_plan(
     removed: set[str] = set()
     kept: dict[str, bool] = {}
     rows = np.flatnonzero(~met[rep])
-    for i, o in zip(rows.tolist(), origins_of(rows), strict=True):
+    if (
+        origins is None
+        and known.origins_under is not None
+        and not (fetched and all(i in fetched for i in rows.tolist()))
+    ):
+        rows, found = known.origins_under(rows, roots)  # the catalog picks those under roots
+    else:
+        found = origins_of(rows)
+    for i, o in zip(rows.tolist(), found, strict=True):
         if _under(o, roots):
             if o not in kept:
                 kept[o] = _unchanged_on_disk(o, known, i)

@@ -158,6 +158,14 @@ class KnownColumns:
         default=lambda rows: [], repr=False
     )
     """The origins of the rows ``rows`` (positions in these columns), in that order."""
+    origins_under: (
+        Callable[[npt.NDArray[np.int64], Sequence[str]], tuple[npt.NDArray[np.int64], list[str]]]
+        | None
+    ) = field(default=None, repr=False)
+    """The rows among ``rows`` whose origin is one of ``roots`` or lies under one, and
+    their origins, the store choosing them (the rows a run did not meet are every other
+    root's entries: 400k paths read to keep a few); ``None``: :attr:`origins` and a test
+    of each here."""
 
     @classmethod
     def empty(cls) -> KnownColumns:
