@@ -386,6 +386,19 @@ def test_ctrl_c_leaves_no_descriptor_and_no_thread(tmp_path: Path) -> None:
     assert stopped > 0
 
 
+def test_a_negative_row_counts_from_the_end_past_decoded_names() -> None:
+    from array import array
+
+    cols = RecordColumns()
+    cols.add_dir("/d")
+    cols.names.extend(["a", "b"])
+    cols.add_raw_names(b"cd", array("q", [0, 1, 2]))
+    cols.dir_of.extend(array("I", [0] * 4))
+    assert [cols.name(-1), cols.name(-2), cols.name(-3), cols.path(-1)] == ["d", "c", "b", "/d/d"]
+    with pytest.raises(IndexError):
+        cols.name(-5)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     parts=st.lists(st.lists(names, max_size=6), max_size=5),  # never a NUL or a slash
@@ -411,6 +424,10 @@ def test_raw_names_read_as_decoded_names(parts: list[list[bytes]], before: list[
         want += [os.fsdecode(n) for n in chunk]
     assert len(raw) == len(want)
     assert [raw.name(i) for i in range(len(want))] == want
+    assert [raw.name(i - len(want)) for i in range(len(want))] == want  # from the end
+    for outside in (len(want), -len(want) - 1):
+        with pytest.raises(IndexError):
+            raw.name(outside)
     assert [raw.path(i) for i in range(len(want))] == ["/d/" + n for n in want]
     state = raw.__getstate__()  # decodes them all, once
     assert raw.names == want and len(raw) == len(want)

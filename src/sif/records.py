@@ -109,15 +109,18 @@ class RecordColumns:
         return len(self._names) + self._raw_rows
 
     def name(self, i: int) -> str:
-        """The name of row ``i`` (a raw one decoded alone)."""
-        if i < len(self._names) or not self._raw:
+        """The name of row ``i`` (a raw one decoded alone); a negative ``i`` counts from
+        the end, as for a list."""
+        if not self._raw:
             return self._names[i]
         if i < 0:
             i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("row out of range")
+        if i < len(self._names):
+            return self._names[i]
         raw = self._raw
         k = bisect.bisect_right(raw, i, key=lambda r: r[0]) - 1
-        if k < 0 or i >= len(self):
-            raise IndexError("row out of range")
         start, blob, offsets = raw[k]
         j = i - start
         return blob[offsets[j] : offsets[j + 1]].decode("utf-8", "surrogateescape")
