@@ -436,3 +436,16 @@ def test_raw_names_read_as_decoded_names(parts: list[list[bytes]], before: list[
     assert again.names == want
     raw.extend([FileRecord("/e/x", 1, 2, 3, 4)])
     assert raw.names == [*want, "x"] and raw.path(len(want)) == "/e/x"
+
+
+def test_a_file_root_leaves_the_walks_names_raw(tmp_path: Path) -> None:
+    """keyed_walk appends file roots to the C walk's columns without decoding every name
+    (RecordColumns.extend keeps raw names raw, adding the roots' raw too)."""
+    for i in range(5):
+        write(tmp_path / "t" / f"f{i}", b"x")
+    write(tmp_path / "r\xe9", b"root")
+    cols, _, _ = keyed_walk([str(tmp_path / "t"), str(tmp_path / "r\xe9")], WalkOptions())
+    assert cols._raw and not cols._names  # nothing decoded yet
+    want = [*(f"f{i}" for i in range(5)), "r\xe9"]
+    assert sorted(cols.name(i) for i in range(5)) == want[:5] and cols.name(5) == "r\xe9"
+    assert cols.path(-1) == str(tmp_path / "r\xe9") and sorted(cols.names) == want

@@ -129,7 +129,7 @@ static int resolve(Walker *w, node *nd) {
             }
             size_t k = c->nf;
             if (RESERVE(c->dir_of, c->dofcap, k + 1) != 0 || RESERVE(c->num, c->ocap, 6 * (k + 1)) != 0 ||
-                RESERVE(c->keys, c->kcap, 2 * (k + 1)) != 0 ||
+                (w->keys && RESERVE(c->keys, c->kcap, 2 * (k + 1)) != 0) ||
                 RESERVE(c->noff, c->ncap, k + 2) != 0 ||
                 RESERVE(c->nbuf, c->nroom, c->nused + e->name_len) != 0)
                 goto oom_unlocked;

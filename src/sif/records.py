@@ -153,10 +153,15 @@ class RecordColumns:
         )
 
     def extend(self, records: Iterable[FileRecord]) -> None:
+        """Append ``records``; names held raw stay raw (the new ones are added raw too)."""
+        raw: list[bytes] = []
         for r in records:
             head, name = os.path.split(r.path)
             self.dir_of.append(self.add_dir(head) if head else self._bare())
-            self.names.append(name)
+            if self._raw:  # raw names before: these follow them
+                raw.append(name.encode("utf-8", "surrogateescape"))
+            else:
+                self._names.append(name)
             self.dev.append(r.dev)
             self.ino.append(r.ino)
             self.size.append(r.size)
@@ -164,6 +169,10 @@ class RecordColumns:
             self.nlink.append(r.nlink)
             self.ctime_ns.append(r.ctime_ns)
             self.symlink.append(1 if r.symlink else 0)
+        if raw:
+            offsets = array("q", [0])
+            offsets.extend(itertools.accumulate(map(len, raw)))
+            self.add_raw_names(b"".join(raw), offsets)
 
     def _bare(self) -> int:
         self.dirs.append("")

@@ -99,3 +99,23 @@ def test_ctrl_c_during_the_walk_closes_the_index(tmp_path: Path) -> None:
     assert open_fds() == fds and settled(threads)
     with open_store(idx):  # type: ignore[attr-defined]
         pass  # the lock was released
+
+
+def test_a_run_that_reads_most_files_decodes_the_names_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C walk keeps names as bytes; a run reading most files decodes them all at once
+    rather than one by one (a row at a time cost 0.34 s for 500k, all at once 0.05 s)."""
+    from sif.records import RecordColumns
+
+    _tree(tmp_path / "t")
+    calls = []
+    real = RecordColumns.name
+
+    def name(self: RecordColumns, i: int) -> str:
+        calls.append(bool(self._raw))
+        return real(self, i)
+
+    monkeypatch.setattr(RecordColumns, "name", name)
+    stats = build_index([tmp_path / "t"], tmp_path / "idx", jobs=2)
+    assert stats.new == 60 and len(calls) >= 60 and not any(calls)
