@@ -94,6 +94,36 @@ static void drop(Walker *w, node *k) {
     node_free(k);
 }
 
+/* The subdirectories a helper made for nd that the walk did not take, dropped (under mu):
+ * nd's resolve failed, and node_free(nd) must not free one a helper reads. */
+static void drop_pre(Walker *w, node *nd) {
+    for (size_t i = 0; nd->pre && i < nd->l.n; i++) {
+        drop(w, nd->pre[i]);
+        nd->pre[i] = NULL;
+    }
+}
+
+static int is_hook(const node *nd) {
+    return hook_len && nd->len == hook_len && memcmp(nd->path, hook_path, hook_len) == 0;
+}
+
+/* Tests only: wait (under mu, 10 s at most) until each subdirectory a helper made for nd,
+ * the hook's node, is being read (held by its helper: see hook_path). */
+static void hook_wait(Walker *w, node *nd) {
+    for (int t = 0; t < 10000; t++) {
+        int ready = nd->pre != NULL;
+        for (size_t i = 0; ready && i < nd->l.n; i++)
+            ready = !nd->pre[i] || nd->pre[i]->state == READING;
+        if (ready)
+            return;
+        if (w->waiting)
+            pthread_cond_broadcast(&w->work);
+        pthread_mutex_unlock(&w->mu);
+        usleep(1000);
+        pthread_mutex_lock(&w->mu);
+    }
+}
+
 /* The walk's decisions for one directory read (no lock held): its files into the chunk,
  * its subdirectories taken pushed on the stack (under the lock). 0, or -1 out of memory. */
 static int resolve(Walker *w, node *nd) {
@@ -109,11 +139,14 @@ static int resolve(Walker *w, node *nd) {
     node **kids = NULL;
     size_t nk = 0, kcap = 0;
     int slash = ends_with_slash(nd);
+    int fail_at = is_hook(nd) ? hook_fail : 0; /* tests only: 0 */
     for (size_t i = 0; i < nd->l.n; i++) {
         entry *e = &nd->l.items[i];
         if (e->bad_utf8 && add_named_problem(w, nd, 0, e, 0) != 0)
             goto oom_unlocked;
         if (e->kind == K_FILE) {
+            if (fail_at == 1)
+                goto oom_unlocked;
             if (dir_no == (size_t)-1) {
                 size_t need = c->dused + nd->len + 1;
                 if (RESERVE(c->dbuf, c->droom, need) != 0 ||
@@ -197,7 +230,8 @@ static int resolve(Walker *w, node *nd) {
                           : new_node(w->scratch, (size_t)len, NULL, 0, dev, ino, nd->top_dev,
                                      nd->depth + 1);
         }
-        if (!kid || keyset_add(&w->visited, dev, ino) < 0 || RESERVE(kids, kcap, nk + 1) != 0) {
+        if (!kid || (fail_at >= 2 && nk + 2 == (size_t)fail_at) ||
+            keyset_add(&w->visited, dev, ino) < 0 || RESERVE(kids, kcap, nk + 1) != 0) {
             drop(w, kid);
             goto oom;
         }
@@ -215,10 +249,14 @@ static int resolve(Walker *w, node *nd) {
 oom: /* the lock held */
     for (size_t i = 0; i < nk; i++)
         drop(w, kids[i]);
+    drop_pre(w, nd);
     pthread_mutex_unlock(&w->mu);
     free(kids);
     return -1;
 oom_unlocked:
+    pthread_mutex_lock(&w->mu);
+    drop_pre(w, nd);
+    pthread_mutex_unlock(&w->mu);
     free(kids);
     return -1;
 }
@@ -308,6 +346,8 @@ static PyObject *walker_read(Walker *w, PyObject *args) {
     pthread_mutex_lock(&w->mu);
     while (!failed && w->n > 0 && w->c.nf < (size_t)max_files) {
         node *nd = w->stack[w->n - 1], *other = NULL;
+        if (nd->state == READ && is_hook(nd))
+            hook_wait(w, nd); /* tests only */
         if (nd->state == READ) { /* its turn: resolved, then freed */
             w->n--;
             size_t before = w->ahead;
@@ -490,6 +530,28 @@ static void walker_dealloc(Walker *w) {
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
+/* _test_hooks(path: bytes, fail: int) -> int: sets the tests' hooks (see hook_path in
+ * _treec.h; b"" clears them) and returns the nodes freed while a helper read them. */
+static PyObject *test_hooks(PyObject *Py_UNUSED(m), PyObject *args) {
+    const char *path;
+    Py_ssize_t len;
+    int fail;
+    if (!PyArg_ParseTuple(args, "y#i", &path, &len, &fail))
+        return NULL;
+    if ((size_t)len >= sizeof(hook_path)) {
+        PyErr_SetString(PyExc_ValueError, "path too long");
+        return NULL;
+    }
+    memcpy(hook_path, path, (size_t)len);
+    hook_len = (size_t)len;
+    hook_fail = fail;
+    return PyLong_FromLong(__atomic_load_n(&freed_reading, __ATOMIC_RELAXED));
+}
+
+static PyMethodDef module_methods[] = {
+    {"_test_hooks", test_hooks, METH_VARARGS, "Tests only: see hook_path in _treec.h."},
+    {NULL, NULL, 0, NULL}};
+
 static PyMethodDef walker_methods[] = {
     {"add_root", (PyCFunction)walker_add_root, METH_VARARGS,
      "Take the directory root (path bytes, dev, ino) unless walked already."},
@@ -512,8 +574,8 @@ static PyTypeObject WalkerType = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_treec",
-                                    "A walk of directory trees in C.", -1, NULL, NULL, NULL,
-                                    NULL, NULL};
+                                    "A walk of directory trees in C.", -1, module_methods,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__treec(void) {
     if (PyType_Ready(&WalkerType) < 0)

@@ -22,6 +22,17 @@
 
 enum { UNREAD = 0, READING, READ };
 
+/* Tests only (sif._treec._test_hooks), inert unless set: a helper holds each node it
+ * picks under hook_path (READING, never read) until the walker stops; the walk, before
+ * it resolves the node hook_path, waits (10 s at most) until each of its subdirectories
+ * read ahead is being read, then fails that resolve as out of memory where hook_fail
+ * says (1: at its first file; k >= 2: at its (k - 1)th subdirectory taken). freed_reading
+ * counts the nodes freed while a helper read them: always 0, unless there is a bug. */
+static char hook_path[4096];
+static size_t hook_len;
+static int hook_fail;
+static long freed_reading;
+
 typedef struct node_s {
     char *path; /* NUL-terminated bytes */
     size_t len;

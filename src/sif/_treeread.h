@@ -11,6 +11,8 @@
 static void node_free(node *nd) {
     if (!nd)
         return;
+    if (nd->state == READING) /* a helper reads it: never (see hook_path) */
+        __atomic_add_fetch(&freed_reading, 1, __ATOMIC_RELAXED);
     if (nd->pre) {
         for (size_t i = 0; i < nd->l.n; i++)
             node_free(nd->pre[i]);
@@ -83,6 +85,12 @@ static void read_node(Walker *w, node *nd, stop_check check, void *ctx) {
 }
 
 static int helper_check(void *ctx) { return __atomic_load_n(&((Walker *)ctx)->stop, __ATOMIC_RELAXED); }
+
+/* Whether nd lies under hook_path (tests only: a helper holds it). */
+static int hooked_below(const node *nd) {
+    return hook_len && nd->len > hook_len && nd->path[hook_len] == '/' &&
+           memcmp(nd->path, hook_path, hook_len) == 0;
+}
 
 /* A new node for the directory prefix + name (or path alone, name NULL). */
 static node *new_node(const char *prefix, size_t plen, const char *name, size_t nlen,
@@ -178,9 +186,16 @@ static void *helper(void *arg) {
         }
         nd->state = READING;
         pthread_mutex_unlock(&w->mu);
-        read_node(w, nd, helper_check, w);
+        if (hooked_below(nd)) { /* tests only: held, unread, until the walker stops */
+            while (!helper_check(w))
+                usleep(1000);
+            nd->failed = -2;
+        } else {
+            read_node(w, nd, helper_check, w);
+        }
         pthread_mutex_lock(&w->mu);
         if (nd->orphan) { /* the walk dropped it meanwhile */
+            nd->state = READ;
             node_free(nd);
             continue;
         }
