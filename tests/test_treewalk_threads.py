@@ -1,5 +1,5 @@
 """The C walk's helper threads where things go wrong: out of memory while a helper reads
-a subdirectory the walk has not taken yet.
+a subdirectory the walk has not taken yet, and Ctrl-C while the walk waits for a helper.
 
 Each case runs in a child process (a use after free may crash it, a wait that ignores
 signals hangs it: the parent kills a child that does not end), with the tests' hooks of
@@ -13,8 +13,10 @@ noticed.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,19 @@ def test_out_of_memory_in_a_resolve_leaves_the_helpers_subdirectories_to_them(
     code, out, err = _ended(_child(tmp_path / "t", d, fail, threads))
     assert code == 0, err[-2000:]
     assert out.splitlines()[1:] == ["out of memory", "freed while read: 0"]
+
+
+def test_ctrl_c_while_the_walk_waits_for_a_helper(tmp_path: Path) -> None:
+    """The walk waits for a helper that reads the next directory (one of 500k entries
+    took 2.3 s, cold): Ctrl-C stops it then, not when the helper is done. Here the helper
+    holds its directory until the walker stops, which only close() does."""
+    d = tmp_path / "t" / "a"
+    write(d / "b" / "f", b"x")
+    p = _child(tmp_path / "t", d, 0, 1)
+    assert p.stdout is not None
+    assert p.stdout.readline() == "walking\n"
+    time.sleep(0.5)  # into the wait (a signal before it ends the walk too)
+    p.send_signal(signal.SIGINT)
+    code, out, err = _ended(p)
+    assert code == 0, err[-2000:]
+    assert out.splitlines() == ["interrupted", "freed while read: 0"]

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "_dirent.h"
 
@@ -19,6 +20,8 @@
 #define WINDOW 1024
 #define AHEAD_MAX (1 << 17)
 #define CHECK_DIRS 256
+
+#define WAIT_NS 50000000L /* the walk, waiting for a helper, looks at signals this often */
 
 enum { UNREAD = 0, READING, READ };
 
