@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import sif.treewalk as treewalk
 from sif.errors import IndexCorrupt, IndexInUse
 from sif.events import NullProgress
 from sif.index import build_index, open_store
@@ -119,3 +124,135 @@ def test_a_run_that_reads_most_files_decodes_the_names_once(
     monkeypatch.setattr(RecordColumns, "name", name)
     stats = build_index([tmp_path / "t"], tmp_path / "idx", jobs=2)
     assert stats.new == 60 and len(calls) >= 60 and not any(calls)
+
+
+_HOLDER = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "os.ftruncate(fd, 0)\n"
+    "os.pwrite(fd, b'%d\\n' % os.getpid(), 0)\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.read()\n"  # until the test closes its stdin
+)
+
+#: What a process that should end is given before it counts as hung.
+HANG = 60
+
+
+@contextlib.contextmanager
+def held_lock(index: Path) -> Iterator[subprocess.Popen[str]]:
+    """The index's lock held by another process (a writer) until the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(index / "lock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(HANG)
+
+
+def has_open(pid: int | str, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open."""
+    fds = f"/proc/{pid}/fd"
+    for fd in os.listdir(fds):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"{fds}/{fd}") == str(path):
+                return True
+    return False
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait (HANG seconds at most) until ``condition()`` holds."""
+    deadline = time.monotonic() + HANG
+    while not condition():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.01)
+
+
+#: ``sif`` run with the C walk's tests' hook (sif._treec._test_hooks) set to argv[1]: its
+#: helper holds what it picks under that directory until the walk stops, so that the
+#: walk waits there (until Ctrl-C).
+_SIF_HELD = (
+    "import runpy, sys\n"
+    "from sif import _treec\n"
+    "_treec._test_hooks(sys.argv.pop(1).encode(), 0)\n"
+    "runpy.run_module('sif', run_name='__main__')\n"
+)
+
+
+def test_ctrl_c_during_the_walk_while_the_lock_is_waited_for_stops_at_once(
+    tmp_path: Path,
+) -> None:
+    """``sif index --wait -j 2``: the thread that opens the index waits for the lock
+    while the walk runs; Ctrl-C during the walk ends the run (130) without waiting for
+    the other writer (the thread was joined: until the other writer let go), and leaves
+    the lock to it."""
+    if treewalk._treec is None:
+        pytest.skip("the hook is the C walk's")
+    _tree(tmp_path / "t")
+    write(tmp_path / "t" / "d0" / "sub" / "f.txt", b"held by the walk's helper")
+    idx = tmp_path / "idx"
+    build_index([tmp_path / "t"], idx, jobs=1)
+    with held_lock(idx):
+        argv = ["index", "--wait", "-j", "2", "-q", "--index", str(idx), str(tmp_path / "t")]
+        run = subprocess.Popen(
+            [sys.executable, "-c", _SIF_HELD, str(tmp_path / "t" / "d0"), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        until(lambda: has_open(run.pid, idx / "lock"))  # waiting for it
+        time.sleep(0.3)  # into the walk's wait (a signal before it stops the walk too)
+        run.send_signal(signal.SIGINT)
+        try:
+            _, err = run.communicate(timeout=HANG)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.communicate()
+            pytest.fail("sif index --wait hung after Ctrl-C until the lock was free")
+        assert run.returncode == 130, err
+        assert "Traceback" not in err
+    with open_store(idx):  # type: ignore[attr-defined]
+        pass  # free: nobody took it
+
+
+def test_a_host_interrupted_while_the_index_is_waited_for_keeps_no_lock(
+    tmp_path: Path,
+) -> None:
+    """sif as a library: the host's Ctrl-C lands while build_index waits for the thread
+    that waits for the lock. On CPython 3.11 an interrupted Thread.join marks the thread
+    stopped while it runs (a later join returns at once): the abandoned thread would take
+    the lock, once free, for the host's lifetime."""
+    _tree(tmp_path / "t")
+    idx = tmp_path / "idx"
+    build_index([tmp_path / "t"], idx, jobs=1)
+    threads = threading.active_count()
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    def poke() -> None:  # once the thread waits for the lock, and the walk is done
+        until(lambda: has_open("self", idx / "lock"))
+        time.sleep(0.2)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+
+    old = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with held_lock(idx):
+            poker = threading.Thread(target=poke)
+            poker.start()
+            with pytest.raises(KeyboardInterrupt):
+                build_index([tmp_path / "t"], idx, jobs=2, wait=True)
+            poker.join()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert settled(threads)  # the thread gave up; none took the lock once it was free
+    with open_store(idx):  # type: ignore[attr-defined]
+        pass

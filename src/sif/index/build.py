@@ -415,7 +415,9 @@ def build_index(
     # walk must know its directory, to leave it out).
     directory = os.path.abspath(os.fspath(index or default_index_path()))
     opening = (
-        Opening(lambda: open_store(directory, wait=wait, rebuild=rebuild), pset)
+        Opening(
+            lambda cancel: open_store(directory, wait=wait, rebuild=rebuild, cancel=cancel), pset
+        )
         if own_store and jobs >= 2 and os.path.isdir(directory)
         else None
     )

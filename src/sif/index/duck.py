@@ -86,6 +86,7 @@ import functools
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -224,10 +225,19 @@ class DuckStore:
     the catalog that changes nothing (a re-threshold of ``sif similar``); the
     protocol's writes fail. Errors writing the directory (permission denied, no
     space left) are :class:`IndexUnusable` naming the path and the cause.
+
+    ``cancel``: with ``wait``, the lock is polled, and setting the event gives up the
+    wait (:class:`sif.index.indexdir.Cancelled`; :mod:`sif.index.opening`).
     """
 
     def __init__(
-        self, root: str, *, wait: bool = False, rebuild: bool = False, read_only: bool = False
+        self,
+        root: str,
+        *,
+        wait: bool = False,
+        rebuild: bool = False,
+        read_only: bool = False,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.root = self.directory = os.path.abspath(root)
         self._staging: str | None = None
@@ -242,11 +252,12 @@ class DuckStore:
         else:
             indexdir.prepare(self.root)
         try:
-            self._lock_fd = indexdir.lock(self.root, wait, shared=read_only)
+            self._lock_fd = indexdir.lock(self.root, wait, shared=read_only, cancel=cancel)
             if read_only:
                 self._con = self._connect(read_only=True)
                 self._check_schema()
                 return
+            self._given_up(cancel)
             indexdir.mark(self.root)
             indexdir.check_layout(self.root, repair=rebuild)
             indexdir.clear_staging(self.root)
@@ -254,6 +265,7 @@ class DuckStore:
                 self._start_rebuild()
                 return
             self._con = self._connect()
+            self._given_up(cancel)
             self._migrate()
             self._recover()
         except BaseException as exc:
@@ -264,6 +276,12 @@ class DuckStore:
             raise
 
     # --- exclusivity --------------------------------------------------------------
+
+    @staticmethod
+    def _given_up(cancel: threading.Event | None) -> None:
+        """Stop opening (nothing written yet) once ``cancel`` is set."""
+        if cancel is not None and cancel.is_set():
+            raise indexdir.Cancelled("the index was not opened: stopped")
 
     def _unlock(self) -> None:
         indexdir.unlock(self._lock_fd, self._exclusive)

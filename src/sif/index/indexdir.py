@@ -20,6 +20,7 @@ import fcntl
 import os
 import re
 import stat
+import threading
 
 from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
 
@@ -215,12 +216,25 @@ def check_layout(root: str, repair: bool) -> None:
         raise IndexCorrupt(f"index corrupt: {path} ({what}); run with --rebuild")
 
 
-def lock(root: str, wait: bool, shared: bool = False) -> int:
+#: How often :func:`lock` tries again while it waits with a ``cancel`` event.
+LOCK_POLL = 0.05
+
+
+class Cancelled(Exception):
+    """The opening of the index was given up: its ``cancel`` event was set."""
+
+
+def lock(root: str, wait: bool, shared: bool = False, cancel: threading.Event | None = None) -> int:
     """flock ``lock``: exclusive for the writer (which writes its pid), else shared.
 
     Never through a symbolic link, never anything but a regular file: a
     ``lock`` of another kind is :class:`IndexCorrupt`, and is left alone.
     A reader that may not create it (a read-only index) does without.
+
+    ``wait`` blocks while another process holds it; with ``cancel`` (a thread that
+    opens the index while its caller walks, :mod:`sif.index.opening`), it tries every
+    :data:`LOCK_POLL` seconds instead and raises :class:`Cancelled` once ``cancel`` is
+    set (a thread blocked in ``flock`` would hold on until the other writer let go).
     """
     path = os.path.join(root, LOCK)
     flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_CREAT
@@ -248,7 +262,7 @@ def lock(root: str, wait: bool, shared: bool = False) -> int:
         )
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
-        fcntl.flock(fd, mode | (0 if wait else fcntl.LOCK_NB))
+        _flock(fd, mode, wait, cancel)
     except OSError as exc:
         pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
         os.close(fd)
@@ -266,6 +280,24 @@ def lock(root: str, wait: bool, shared: bool = False) -> int:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def _flock(fd: int, mode: int, wait: bool, cancel: threading.Event | None) -> None:
+    """flock ``fd``: at once (else ``OSError``), blocking with ``wait``, or with ``wait``
+    and ``cancel`` polled (:class:`Cancelled`; ``fd`` closed)."""
+    if not wait or cancel is None:
+        fcntl.flock(fd, mode | (0 if wait else fcntl.LOCK_NB))
+        return
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+        if cancel.wait(LOCK_POLL):
+            os.close(fd)
+            raise Cancelled("the index was not opened: stopped while waiting for it")
 
 
 def unlock(fd: int, exclusive: bool) -> None:

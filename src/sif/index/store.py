@@ -13,6 +13,7 @@ is an in-memory double of both, for tests of the logic above them.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -339,7 +340,11 @@ class IndexStore(Protocol):
 
 
 def open_store(
-    path: str | os.PathLike[str] | None = None, *, wait: bool = False, rebuild: bool = False
+    path: str | os.PathLike[str] | None = None,
+    *,
+    wait: bool = False,
+    rebuild: bool = False,
+    cancel: threading.Event | None = None,
 ) -> IndexStore:
     """Open the index at ``path`` (default :func:`default_index_path`) for writing.
 
@@ -353,11 +358,14 @@ def open_store(
     index); only sif's own files are ever deleted. Raises
     :class:`sif.errors.IndexCorrupt` for a file that is not a readable sif
     index, :class:`sif.errors.IndexUnusable` when the directory cannot be
-    created or written (permission denied, no space left).
+    created or written (permission denied, no space left). ``cancel``: an event that,
+    set, gives up a ``wait`` (:class:`sif.index.indexdir.Cancelled`).
     """
     from sif.index.duck import DuckStore
 
-    return DuckStore(os.fspath(path or default_index_path()), wait=wait, rebuild=rebuild)
+    return DuckStore(
+        os.fspath(path or default_index_path()), wait=wait, rebuild=rebuild, cancel=cancel
+    )
 
 
 def open_reader(path: str | os.PathLike[str] | None = None) -> IndexReader:
