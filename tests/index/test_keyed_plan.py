@@ -101,7 +101,7 @@ def test_a_new_root_beside_a_large_index_reads_no_origin_of_the_other_roots(
     Here the same at 20,000 entries of long names and 8 MB."""
     import duckdb
 
-    from sif.index import duck, known
+    from sif.index import catalogdb, known
 
     a = tmp_path / "a"
     name = "x" * 200
@@ -115,7 +115,7 @@ def test_a_new_root_beside_a_large_index_reads_no_origin_of_the_other_roots(
     con = duckdb.connect(str(idx / "catalog.duckdb"))  # as a run that checkpointed leaves it
     con.execute("CHECKPOINT")
     con.close()
-    monkeypatch.setattr(duck, "CATALOG_MEMORY", "8MB")
+    monkeypatch.setattr(catalogdb, "CATALOG_MEMORY", "8MB")
     asked: list[int] = []
     read = known.read_origins
     monkeypatch.setattr(
@@ -124,7 +124,7 @@ def test_a_new_root_beside_a_large_index_reads_no_origin_of_the_other_roots(
     stats = build_index([tmp_path / "b"], idx)
     assert (stats.new, stats.removed) == (1, 0)
     assert asked and max(asked) == 20_000  # asked about all, in chunks; the catalog chose
-    monkeypatch.setattr(duck, "CATALOG_MEMORY", "32MB")
+    monkeypatch.setattr(catalogdb, "CATALOG_MEMORY", "32MB")
     (a / "d0003" / f"{name}300").unlink()  # a file gone under a sub-root is still seen
     stats = build_index([a / "d0003"], idx)
     assert (stats.new, stats.unchanged, stats.removed) == (0, 99, 1)

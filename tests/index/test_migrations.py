@@ -25,9 +25,10 @@ import pytest
 
 from sif.fingerprint import make_params
 from sif.index import build_index, open_reader, open_store
-from sif.index.duck import CATALOG, MIGRATIONS, SCHEMA_VERSION
+from sif.index.duck import CATALOG, SCHEMA_VERSION
 from sif.index.manifest import SNAPSHOT_FORMAT, read_manifest
 from sif.index.scan import scan_file
+from sif.index.schema import MIGRATIONS
 from sif.index.segments import FILE_DTYPE_V1, make_files, write_segment
 from sif.pathkeys import path_key
 from sif.query import query_files

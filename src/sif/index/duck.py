@@ -76,7 +76,8 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 Split from this module, each a function of the store: a commit
 (:mod:`sif.index.commitcols`), compaction and its policy
 (:mod:`sif.index.compaction`), the files a run's plan compares with
-(:mod:`sif.index.known`).
+(:mod:`sif.index.known`); and the catalog's DuckDB file itself, its connection,
+errors, migrations and WAL (:mod:`sif.index.catalogdb`).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import duckdb
@@ -98,11 +99,12 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
-from sif.index import compaction, indexdir, known
+from sif.index import catalogdb, compaction, indexdir, known
+from sif.index.catalogdb import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from sif.index.catalogdb import catalog_errors as catalog_errors  # re-exported
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
 from sif.index.commitcols import commit_entries
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
-from sif.index.schema import MIGRATIONS
 from sif.index.segments import Segment
 from sif.index.store import (
     KnownColumns,
@@ -113,27 +115,9 @@ from sif.index.store import (
 )
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 8
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)
-
-#: A writer leaves a WAL smaller than this for the next writer to replay, and
-#: checkpoints a larger one when it closes (an incremental run after 1% of 1 M files
-#: changed writes 2 MB).
-WAL_KEPT = 8 << 20
-
-
-def _wal_size(catalog: str) -> int:
-    try:
-        return os.path.getsize(catalog + ".wal")
-    except OSError:
-        return 0
-
-
-#: DuckDB's memory limit for the writer's catalog connection (its cache and working
-#: memory; a query that needs more spills into the index's ``tmp/``).
-CATALOG_MEMORY = "32MB"
 
 
 def _own_segment(name: str) -> bool:
@@ -169,36 +153,6 @@ def _writes(method: _M) -> _M:
             raise error from exc
 
     return wrapper  # type: ignore[return-value]
-
-
-_NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "quota")
-
-
-@contextlib.contextmanager
-def catalog_errors(path: str) -> Iterator[None]:
-    """Map every DuckDB error to a sif error: the one place for it.
-
-    Damage (a block whose checksum fails, an unreadable file) is
-    :class:`IndexCorrupt`; a full disk, a denied write or memory running out
-    are not damage and are :class:`IndexUnusable` naming the cause. An
-    interrupt passes.
-    """
-    try:
-        yield
-    except duckdb.InterruptException:
-        raise
-    except duckdb.Error as exc:
-        cause = (str(exc).splitlines() or [type(exc).__name__])[0]
-        if isinstance(exc, duckdb.IOException | duckdb.TransactionException) and any(
-            t in cause for t in _NOT_DAMAGE
-        ):
-            raise IndexUnusable(
-                f"cannot write the index {os.path.dirname(path)}: {cause}; "
-                "it keeps its last committed state"
-            ) from exc
-        if isinstance(exc, duckdb.OutOfMemoryException) or any(t in cause for t in _NOT_DAMAGE):
-            raise IndexUnusable(f"{path}: {cause}") from exc
-        raise corrupt(path, cause) from exc
 
 
 def _open_segment(directory: str, check: Check | None = None) -> Segment:
@@ -325,95 +279,16 @@ class DuckStore:
         self._publish()
         shutil.rmtree(stage, ignore_errors=True)
 
-    # --- the catalog ----------------------------------------------------------------
+    # --- the catalog (sif.index.catalogdb) ------------------------------------------
 
     def _connect(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        path = os.path.join(self.root, CATALOG)
-        con = None
-        try:
-            with catalog_errors(path):
-                if read_only:
-                    con = duckdb.connect(path, read_only=True)
-                else:
-                    # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB
-                    # -> 0.27 MB for 2,450 files); the setting only applies at creation.
-                    # The writer's buffers are capped (a catalog of 1 M files is ~150 MB,
-                    # which DuckDB would otherwise keep cached; 128MB: 623 MB summed at
-                    # 1 M files, 32MB: 493 MB); it spills into tmp/.
-                    config: dict[str, str | bool | int | float | list[str]] = {
-                        "default_block_size": "16384",
-                        "memory_limit": CATALOG_MEMORY,
-                        "allocator_flush_threshold": "16MB",  # freed buffers go back sooner
-                        "temp_directory": os.path.join(self.directory, "tmp"),
-                    }
-                    con = duckdb.connect(path, config=config)
-                    # Closing leaves a small WAL for the next writer to replay
-                    # (:meth:`close` checkpoints one of WAL_KEPT or more; DuckDB does at
-                    # 16 MB): at 1 M files the checkpoint of an incremental run's commit
-                    # was 0.1 s of its close, and the replay of its 2 MB adds nothing
-                    # measurable to the next opening.
-                    con.execute("PRAGMA disable_checkpoint_on_shutdown")
-                tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
-                if tables and "sif_meta" in tables:
-                    app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
-                    if not app or app[0] != "sif":
-                        raise corrupt(path, "not a sif index")
-                elif tables - {"sif_migrations"}:  # alone: killed while it was created
-                    raise corrupt(path, "not a sif index")
-                self._read_all(con, sorted(tables))
-        except BaseException:
-            if con is not None:
-                with contextlib.suppress(duckdb.Error):
-                    con.close()
-            raise
-        return con
-
-    @staticmethod
-    def _read_all(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> None:
-        """Read every row of ``tables`` once: DuckDB checks each block's checksum as it
-        reads it, so damage shows here, as one error, not later in some query. Cost: a
-        scan of the catalog (a few ms for 38k files)."""
-        for t in tables:
-            con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchall()
+        return catalogdb.connect(self.root, self.directory, read_only)
 
     def _migrate(self) -> None:
-        con = self._con
-        with catalog_errors(os.path.join(self.root, CATALOG)):
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS sif_migrations "
-                "(version INTEGER, name VARCHAR, applied_at TIMESTAMP)"
-            )
-            done = {r[0] for r in con.execute("SELECT version FROM sif_migrations").fetchall()}
-            if done and max(done) > SCHEMA_VERSION:
-                raise IndexCorrupt(
-                    f"{self.root}: index schema {max(done)} is newer than this sif "
-                    f"({SCHEMA_VERSION}); upgrade sif or use --rebuild"
-                )
-            for version, name, step in MIGRATIONS:
-                if version in done:
-                    continue
-                con.execute("BEGIN TRANSACTION")
-                step(con)
-                con.execute(
-                    "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)",
-                    [version, name],
-                )
-                con.execute("COMMIT")
+        catalogdb.migrate(self._con, self.root)
 
     def _check_schema(self) -> None:
-        path = os.path.join(self.root, CATALOG)
-        try:
-            row = self._con.execute("SELECT max(version) FROM sif_migrations").fetchone()
-        except duckdb.Error as exc:
-            raise corrupt(path, "a catalog without migrations") from exc
-        version = row[0] if row else None
-        if version is None or version > SCHEMA_VERSION:
-            raise corrupt(path, f"index schema {version}, this sif reads {SCHEMA_VERSION}")
-        if version < SCHEMA_VERSION:
-            raise IndexUnusable(
-                f"{self.root}: index schema {version} is older than this sif's "
-                f"({SCHEMA_VERSION}); 'sif index' migrates it"
-            )
+        catalogdb.check_schema(self._con, self.root)
 
     def _meta(self, key: str) -> str:
         with catalog_errors(os.path.join(self.root, CATALOG)):
@@ -667,7 +542,11 @@ class DuckStore:
         try:
             if con is not None:
                 catalog = os.path.join(self.root, CATALOG)
-                if self._exclusive and self._staging is None and _wal_size(catalog) >= WAL_KEPT:
+                if (
+                    self._exclusive
+                    and self._staging is None
+                    and catalogdb.wal_size(catalog) >= catalogdb.WAL_KEPT
+                ):
                     # A large WAL (a full run's last commits: 15 MB at 1 M files) is
                     # checkpointed by the run that wrote it, not replayed by the next
                     # (at 1 M files: 0.27 s to open instead of 0.11 s, then DuckDB's own
