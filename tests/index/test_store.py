@@ -195,26 +195,3 @@ def test_segment_rows_are_by_value_then_file(
     all_values, all_ids = Segment(str(seg_dir)).all_rows()
     assert all_values.tolist() == values[order].tolist()
     assert all_ids.tolist() == owner[order].tolist()
-
-
-def test_a_writer_leaves_a_small_wal_and_checkpoints_a_large_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import sif.index.catalogdb as catalogdb
-
-    paths = tree(tmp_path / "t")
-    idx = tmp_path / "idx"
-    wal = idx / "catalog.duckdb.wal"
-    build_index([tmp_path / "t"], idx, jobs=1)
-    kept = wal.stat().st_size
-    assert 0 < kept < catalogdb.WAL_KEPT  # left for the next writer to replay
-    write(paths[0], b"changed" * 900)
-    monkeypatch.setattr(catalogdb, "WAL_KEPT", kept + 1)  # the next commit makes it larger
-    again = build_index([tmp_path / "t"], idx, jobs=1)
-    assert again.changed == 1
-    assert not wal.exists() or wal.stat().st_size < kept  # checkpointed when closed
-    reader = open_reader(idx)
-    try:
-        assert len(reader.describe(DEFAULT_PARAMS, np.arange(1, 100, dtype=np.uint32))) == 30
-    finally:
-        reader.close()

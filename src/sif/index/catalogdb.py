@@ -23,10 +23,14 @@ from sif.index.schema import MIGRATIONS
 
 SCHEMA_VERSION = 8
 
-#: A writer leaves a WAL smaller than this for the next writer to replay, and
-#: checkpoints a larger one when it closes (an incremental run after 1% of 1 M files
-#: changed writes 2 MB).
-WAL_KEPT = 8 << 20
+#: DuckDB checkpoints the writer's WAL on its own once it holds this much (its default:
+#: 16 MB), and the writer checkpoints whatever WAL is left when it closes: the catalog
+#: is whole in its file after every run, and a WAL is left only by a writer killed,
+#: for DuckDB's recovery (then at most this much and one commit). What the WAL holds
+#: DuckDB keeps in memory (IN_MEMORY_TABLE, not evicted) within the catalog's
+#: :data:`CATALOG_MEMORY` until a checkpoint; a writer left 8 MB for the next one
+#: before, and 6 MB of it made a plan's query fail under a smaller limit.
+WAL_LIMIT = "4MB"
 
 
 def wal_size(catalog: str) -> int:
@@ -71,11 +75,18 @@ def catalog_errors(path: str) -> Iterator[None]:
         raise corrupt(path, cause) from exc
 
 
+def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Write what the WAL holds into the catalog's file (DuckDB then deletes the WAL)."""
+    con.execute("CHECKPOINT")
+
+
 def connect(root: str, directory: str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """The catalog of ``root`` (the index at ``directory``, or a rebuild's stage in it),
-    every table read once; :class:`IndexCorrupt` for one that is not sif's or damaged."""
+    every table read once; :class:`IndexCorrupt` for one that is not sif's or damaged.
+    A writer checkpoints at once a WAL that a killed writer left (DuckDB replayed it)."""
     path = os.path.join(root, CATALOG)
     con = None
+    left = not read_only and wal_size(path) > 0
     try:
         with catalog_errors(path):
             if read_only:
@@ -91,13 +102,11 @@ def connect(root: str, directory: str, read_only: bool = False) -> duckdb.DuckDB
                     "memory_limit": CATALOG_MEMORY,
                     "allocator_flush_threshold": "16MB",  # freed buffers go back sooner
                     "temp_directory": os.path.join(directory, "tmp"),
+                    "checkpoint_threshold": WAL_LIMIT,
                 }
                 con = duckdb.connect(path, config=config)
-                # Closing leaves a small WAL for the next writer to replay
-                # (DuckStore.close checkpoints one of WAL_KEPT or more; DuckDB does at
-                # 16 MB): at 1 M files the checkpoint of an incremental run's commit
-                # was 0.1 s of its close, and the replay of its 2 MB adds nothing
-                # measurable to the next opening.
+                # The writer checkpoints when it closes (DuckStore.close), itself: a
+                # failure there is its own, and a test can leave a WAL as a kill does.
                 con.execute("PRAGMA disable_checkpoint_on_shutdown")
             tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
             if tables and "sif_meta" in tables:
@@ -107,6 +116,8 @@ def connect(root: str, directory: str, read_only: bool = False) -> duckdb.DuckDB
             elif tables - {"sif_migrations"}:  # alone: killed while it was created
                 raise corrupt(path, "not a sif index")
             read_all(con, sorted(tables))
+            if left:  # its rows held in memory until then (see WAL_LIMIT)
+                checkpoint(con)
     except BaseException:
         if con is not None:
             with contextlib.suppress(duckdb.Error):
@@ -123,9 +134,20 @@ def read_all(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> None:
         con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchall()
 
 
+def fold_wal(root: str, directory: str) -> None:
+    """Checkpoint the catalog of ``root`` if a killed writer left it a WAL (a rebuild's
+    old catalog, before the new one replaces it: the WAL goes then, and a kill between
+    must not find the old catalog without its last commits). A catalog DuckDB cannot
+    open is left as it is: damaged, what the rebuild replaces."""
+    if wal_size(os.path.join(root, CATALOG)):
+        with contextlib.suppress(duckdb.Error, IndexCorrupt, IndexUnusable):
+            connect(root, directory).close()
+
+
 def migrate(con: duckdb.DuckDBPyConnection, root: str) -> None:
-    """Apply the migrations the catalog of ``root`` lacks, each in its own transaction;
-    :class:`IndexCorrupt` for a schema newer than this sif's."""
+    """Apply the migrations the catalog of ``root`` lacks, each in its own transaction,
+    then checkpoint (a new schema is never left in the WAL, for a reader to replay or a
+    later DuckDB to meet); :class:`IndexCorrupt` for a schema newer than this sif's."""
     with catalog_errors(os.path.join(root, CATALOG)):
         con.execute(
             "CREATE TABLE IF NOT EXISTS sif_migrations "
@@ -137,6 +159,7 @@ def migrate(con: duckdb.DuckDBPyConnection, root: str) -> None:
                 f"{root}: index schema {max(done)} is newer than this sif "
                 f"({SCHEMA_VERSION}); upgrade sif or use --rebuild"
             )
+        applied = False
         for version, name, step in MIGRATIONS:
             if version in done:
                 continue
@@ -147,6 +170,9 @@ def migrate(con: duckdb.DuckDBPyConnection, root: str) -> None:
                 [version, name],
             )
             con.execute("COMMIT")
+            applied = True
+        if applied:
+            checkpoint(con)
 
 
 def check_schema(con: duckdb.DuckDBPyConnection, root: str) -> None:

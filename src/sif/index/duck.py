@@ -32,12 +32,17 @@ is opened (DuckDB checks its blocks' checksums as it reads them), and
 
 Crash safety (SIGKILL at any moment): a commit writes its segment under a
 temporary name, fsyncs and renames it, then commits one DuckDB transaction
-that names it, then publishes a manifest. The catalog's WAL
-(``catalog.duckdb.wal``) is left for the next writer to replay; a rebuild
-checkpoints its catalog before it moves it. A crash before the transaction
-leaves an orphan directory that the next writer deletes; a crash after it
-and before the publish is published by the next writer. Readers only ever
-see a published manifest. File ids are never reused.
+that names it, then publishes a manifest. A writer checkpoints the catalog
+when it closes and after a migration, so that the catalog's WAL
+(``catalog.duckdb.wal``) is only ever a killed writer's, which DuckDB's
+recovery replays and the next writer checkpoints at once
+(:mod:`sif.index.catalogdb`); a rebuild checkpoints its catalog before it
+moves it, and folds a killed writer's WAL into the old one first. A crash
+before the transaction leaves an orphan directory that the next writer
+deletes; a crash after it and before the publish is published by the next
+writer; a catalog behind the published manifest (its last commits lost) is
+damage, and nothing is deleted by it. Readers only ever see a published
+manifest. File ids are never reused.
 
 Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 ``sif_migrations``):
@@ -262,15 +267,19 @@ class DuckStore:
         deletes the moved segments as orphans); after, the next writer publishes.
         """
         home, stage = self.directory, self.root
-        self._con.execute("CHECKPOINT")  # all in the file that moves: its WAL stays behind
+        catalogdb.checkpoint(self._con)  # all in the file that moves: no WAL of its own
         self._con.close()
         self._con = None  # type: ignore[assignment]
+        catalogdb.fold_wal(home, home)  # a killed writer's WAL, into the old catalog
         segdir = os.path.join(home, "segments")
         os.makedirs(segdir, exist_ok=True)
         for name in os.listdir(os.path.join(stage, "segments")):
             os.rename(os.path.join(stage, "segments", name), os.path.join(segdir, name))
         indexdir.fsync_dir(segdir)
-        with contextlib.suppress(FileNotFoundError):  # the old catalog's, never this one's
+        # The old catalog's WAL, never the new one's to replay; one is left only when
+        # DuckDB could not fold it (a damaged catalog), and a kill right after this
+        # finds the catalog behind its manifest, which _recover refuses.
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(home, CATALOG + ".wal"))
         os.replace(os.path.join(stage, CATALOG), os.path.join(home, CATALOG))
         indexdir.fsync_dir(home)
@@ -312,6 +321,19 @@ class DuckStore:
         segdir = os.path.join(self.root, "segments")
         os.makedirs(segdir, exist_ok=True)
         catalog = os.path.join(self.root, CATALOG)
+        try:
+            published = read_manifest(self.root)
+        except (FileNotFoundError, IndexCorrupt):
+            published = None
+        if (
+            published is not None
+            and (generation := self._int_meta("generation")) < published.generation
+        ):  # never delete by a catalog that lost commits (a WAL gone, a file put back)
+            raise corrupt(
+                catalog,
+                f"generation {generation}, behind the published {published.generation}: "
+                "its last commits are lost",
+            )
         with catalog_errors(catalog):
             rows = self._con.execute("SELECT id, name, checks FROM segments").fetchall()
         named = {r[1] for r in rows}
@@ -330,10 +352,6 @@ class DuckStore:
                         "UPDATE segments SET checks = ? WHERE id = ?",
                         [json.dumps(checksum_files(directory)), seg_id],
                     )
-        try:
-            published = read_manifest(self.root)
-        except (FileNotFoundError, IndexCorrupt):
-            published = None
         if (
             published is None
             or not same_state(published, self.recorded_state())
@@ -542,18 +560,12 @@ class DuckStore:
         try:
             if con is not None:
                 catalog = os.path.join(self.root, CATALOG)
-                if (
-                    self._exclusive
-                    and self._staging is None
-                    and catalogdb.wal_size(catalog) >= catalogdb.WAL_KEPT
-                ):
-                    # A large WAL (a full run's last commits: 15 MB at 1 M files) is
-                    # checkpointed by the run that wrote it, not replayed by the next
-                    # (at 1 M files: 0.27 s to open instead of 0.11 s, then DuckDB's own
-                    # checkpoint of 0.13 s in the next run's commit). Whatever fails here
-                    # leaves the WAL, which the next writer replays.
+                if self._exclusive and self._staging is None and catalogdb.wal_size(catalog):
+                    # The run's commits into the catalog's file (catalogdb.WAL_LIMIT): no
+                    # WAL for the next writer or a reader to replay. Whatever fails here
+                    # leaves the WAL, which DuckDB's recovery replays.
                     with contextlib.suppress(duckdb.Error):
-                        con.execute("CHECKPOINT")
+                        catalogdb.checkpoint(con)
                 with catalog_errors(catalog):
                     con.close()
         finally:
