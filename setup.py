@@ -25,7 +25,7 @@ setup(
                 "src/sif/_dirent.h",
                 "src/sif/_treec.h",
                 "src/sif/_treeread.h",
-                "src/sif/_xxh64.h",
+                "src/sif/_blake2b.h",
             ],
             extra_compile_args=["-O2", "-pthread"],
             extra_link_args=["-pthread"],

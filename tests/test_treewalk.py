@@ -8,6 +8,7 @@ columns, warnings and counts, on hostile trees, with and without helper threads.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
 import signal
@@ -29,7 +30,7 @@ import sif.dirread
 import sif.treewalk as treewalk
 from sif.events import ScanWarning
 from sif.keyedwalk import keyed_walk
-from sif.pathkeys import CHECK_SEED, KEY_SEED, path_keys, walk_keys
+from sif.pathkeys import new_secret, path_keys, walk_keys
 from sif.records import FileRecord, RecordColumns
 from sif.walk import Walker, WalkOptions, parallel_walk
 from treeutil import write
@@ -41,6 +42,9 @@ def _built() -> None:
     if treewalk._treec is None:
         pytest.fail("sif._treec is not built (pip install -e . builds it)")
 
+
+#: The path keys' secret of these tests (an index's is random: sif.pathkeys).
+SECRET = new_secret()
 
 COLUMNS = ("dirs", "dir_of", "names", "dev", "ino", "size", "mtime_ns", "nlink", "ctime_ns")
 
@@ -84,7 +88,7 @@ def c_walk(
     keys = array("Q")
     advanced: list[int] = []
     file_roots = treewalk.walk_tree(
-        walker, walker._stat_roots(roots), cols, advanced.append, threads, keys
+        walker, walker._stat_roots(roots), cols, advanced.append, threads, keys, SECRET
     )
     assert sum(advanced) == len(cols)
     n = len(cols)
@@ -105,7 +109,7 @@ def assert_same(roots: list[str], trust_type: bool = True, **options: object) ->
         n = len(keys)
         cols.names = cols.names[:n]
         cols.dir_of = cols.dir_of[:n]
-        assert np.array_equal(keys, walk_keys(cols))
+        assert np.array_equal(keys, walk_keys(cols, SECRET))
     return want
 
 
@@ -270,7 +274,7 @@ def test_a_directory_gone_before_it_is_read(tmp_path: Path) -> None:
         write(tmp_path / "t" / d / "f", b"x")
     write(tmp_path / "t" / "f0", b"y")
     st_ = os.stat(tmp_path / "t")
-    tree = treewalk._treec.Walker(False, 1, 1 << 40, True, False, b"", 0, False)  # type: ignore[union-attr]
+    tree = treewalk._treec.Walker(False, 1, 1 << 40, True, False, b"", 0, b"")  # type: ignore[union-attr]
     try:
         assert tree.add_root(os.fsencode(tmp_path / "t"), st_.st_dev, st_.st_ino)
         assert not tree.add_root(os.fsencode(tmp_path / "t"), st_.st_dev, st_.st_ino)
@@ -289,13 +293,12 @@ def test_a_directory_gone_before_it_is_read(tmp_path: Path) -> None:
 
 
 def test_keys_are_those_of_python(tmp_path: Path) -> None:
-    from sif import _treec  # type: ignore[attr-defined]
-
-    assert (_treec.KEY_SEED, _treec.CHECK_SEED) == (KEY_SEED, CHECK_SEED)
+    """The C walk's keys are keyed BLAKE2b-128 of the paths' bytes, as hashlib makes them
+    (paths of every length around BLAKE2b's 128-byte blocks)."""
     rng = np.random.default_rng(5)
     raw = os.fsencode(tmp_path)
     made = []
-    for length in [*range(1, 80), 100, 200, 255]:  # every tail of XXH64's loops
+    for length in [*range(1, 80), *range(100, 140), 200, 250, 255]:
         name = bytes(rng.integers(1, 256, length, dtype=np.uint8)).replace(b"/", b"_")
         if name in (b".", b".."):
             continue
@@ -306,7 +309,9 @@ def test_keys_are_those_of_python(tmp_path: Path) -> None:
     dirs, dir_of, names = cols["dirs"], cols["dir_of"], cols["names"]
     paths = [os.fsencode(dirs[d] + n) for d, n in zip(dir_of, names, strict=True)]  # type: ignore[index,operator]
     assert len(paths) == len(made)
-    assert np.array_equal(keys, path_keys(paths, len(paths)))
+    assert np.array_equal(keys, path_keys(paths, len(paths), SECRET))
+    digests = [hashlib.blake2b(p, key=SECRET, digest_size=16).digest() for p in paths]
+    assert np.array_equal(keys, np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 2))
 
 
 def test_keyed_walk_without_the_extension_gives_the_same(
@@ -315,9 +320,9 @@ def test_keyed_walk_without_the_extension_gives_the_same(
     nested_hostile(tmp_path / "t")
     write(tmp_path / "f", b"file root")
     roots = [str(tmp_path / "t"), str(tmp_path / "f")]
-    cols, stats, keys = keyed_walk(roots, WalkOptions(), threads=1)
+    cols, stats, keys = keyed_walk(roots, WalkOptions(), threads=1, secret=SECRET)
     monkeypatch.setattr(treewalk, "_treec", None)
-    cols_py, stats_py, keys_py = keyed_walk(roots, WalkOptions())
+    cols_py, stats_py, keys_py = keyed_walk(roots, WalkOptions(), secret=SECRET)
     assert _columns(cols) == _columns(cols_py) and stats == stats_py
     assert np.array_equal(keys, keys_py) and len(keys) == len(cols)
     assert parallel_walk(roots, WalkOptions())[0].paths == cols.paths

@@ -10,7 +10,7 @@
  * (sif/_dirent.h). sif.treewalk serves it (the case of sif._dirc: links not followed,
  * no patterns) and holds it to the Python walk in the tests.
  *
- * Walker(skip_hidden, lo, hi, trust_type, one_fs, skip_keys, threads, keys)
+ * Walker(skip_hidden, lo, hi, trust_type, one_fs, skip_keys, threads, secret)
  *   add_root(path: bytes, dev, ino) -> bool   False: that directory was walked already
  *   read(max_files, dir_base=0) -> chunk | None   None: nothing left under the roots
  *   visited() -> bytes                         (dev, ino) of every directory taken
@@ -22,9 +22,9 @@
  * uint32 a file, dir_base plus its index in dirs; names, (bytes, offsets): the names' bytes one after
  * another and n + 1 int64 offsets (decoded when needed, as os.fsdecode does: the
  * caller's RecordColumns.add_raw_names); numbers, six int64 columns (dev, ino,
- * size, mtime_ns, nlink, ctime_ns); keys, two uint64 a file (with keys: XXH64 of the
- * file's path bytes, seeds KEY_SEED and CHECK_SEED, as sif.index.store.origin_key;
- * else empty); problems, (kind, path, errno) in the walk's order (0 a name not UTF-8,
+ * size, mtime_ns, nlink, ctime_ns); keys, two uint64 a file (with a secret, 1 to 64
+ * bytes: the file's path key, BLAKE2b-128 of its path bytes keyed by the secret, as
+ * sif.pathkeys.path_key; with b"", none: empty); problems, (kind, path, errno) in the walk's order (0 a name not UTF-8,
  * 1 an entry that could not be stat-ed, 2 a readdir that failed part-way, 3 a
  * directory that could not be opened, 4 a loop); counts, (directories read, bytes of
  * the files kept, filtered, symlinks, special).
@@ -39,8 +39,13 @@
  * stops the helpers, each after closing the directory it reads: no descriptor stays
  * open once close() returns.
  *
+ * path_keys(paths, secret) -> bytes: the keys of many paths (a sequence of bytes), two
+ * uint64 a path, as the walk computes them (sif.pathkeys.path_keys: a migration's and a
+ * commit's keys), without the GIL.
+ *
  * Its types are in _treec.h; the reading of a directory and the helper threads in
- * _treeread.h; here, the walk's decisions (resolve) and the Python type.
+ * _treeread.h; BLAKE2b in _blake2b.h; here, the walk's decisions (resolve) and the
+ * Python type.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,7 +53,6 @@
 #include <pthread.h>
 
 #include "_dirent.h"
-#include "_xxh64.h"
 #include "_treec.h"
 #include "_treeread.h"
 
@@ -501,13 +505,17 @@ static PyObject *walker_close(Walker *w, PyObject *Py_UNUSED(ignored)) {
 
 static int walker_init(Walker *w, PyObject *args, PyObject *kwds) {
     (void)kwds;
-    int skip_hidden, trust_type, one_fs, threads, keys;
+    int skip_hidden, trust_type, one_fs, threads;
     long long lo, hi;
-    const char *skip;
-    Py_ssize_t skip_len;
-    if (!PyArg_ParseTuple(args, "pLLppy#ip", &skip_hidden, &lo, &hi, &trust_type, &one_fs, &skip,
-                          &skip_len, &threads, &keys))
+    const char *skip, *secret;
+    Py_ssize_t skip_len, secret_len;
+    if (!PyArg_ParseTuple(args, "pLLppy#iy#", &skip_hidden, &lo, &hi, &trust_type, &one_fs, &skip,
+                          &skip_len, &threads, &secret, &secret_len))
         return -1;
+    if (secret_len > 64) {
+        PyErr_SetString(PyExc_ValueError, "a secret has 64 bytes at most");
+        return -1;
+    }
     if (w->sync_ready) {
         PyErr_SetString(PyExc_RuntimeError, "the walker is already set up");
         return -1;
@@ -517,7 +525,9 @@ static int walker_init(Walker *w, PyObject *args, PyObject *kwds) {
     w->hi = hi;
     w->trust_type = trust_type;
     w->one_fs = one_fs;
-    w->keys = keys;
+    w->keys = secret_len > 0;
+    if (w->keys)
+        b2b_key(&w->key, (const unsigned char *)secret, (size_t)secret_len);
     w->threads_wanted = threads;
     uint64_t pair[2];
     for (Py_ssize_t i = 0; i + 16 <= skip_len; i += 16) {
@@ -562,7 +572,56 @@ static PyObject *test_hooks(PyObject *Py_UNUSED(m), PyObject *args) {
     return PyLong_FromLong(__atomic_load_n(&freed_reading, __ATOMIC_RELAXED));
 }
 
+static PyObject *path_keys(PyObject *Py_UNUSED(m), PyObject *args) {
+    PyObject *paths;
+    const char *secret;
+    Py_ssize_t secret_len;
+    if (!PyArg_ParseTuple(args, "Oy#", &paths, &secret, &secret_len))
+        return NULL;
+    if (secret_len < 1 || secret_len > 64) {
+        PyErr_SetString(PyExc_ValueError, "a secret has 1 to 64 bytes");
+        return NULL;
+    }
+    PyObject *held = PySequence_Tuple(paths); /* the bytes kept alive without the GIL */
+    if (!held)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(held);
+    const unsigned char **at = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*at));
+    size_t *len = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*len));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 * (size_t)n * sizeof(uint64_t)));
+    if (!at || !len || !out) {
+        Py_CLEAR(out);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyTuple_GET_ITEM(held, i);
+        if (!PyBytes_Check(p)) {
+            PyErr_Format(PyExc_TypeError, "a path is bytes, not %.100s", Py_TYPE(p)->tp_name);
+            Py_CLEAR(out);
+            goto done;
+        }
+        at[i] = (const unsigned char *)PyBytes_AS_STRING(p);
+        len[i] = (size_t)PyBytes_GET_SIZE(p);
+    }
+    uint64_t *keys = (uint64_t *)PyBytes_AS_STRING(out);
+    b2b_keyed key;
+    b2b_key(&key, (const unsigned char *)secret, (size_t)secret_len);
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++)
+        b2b_hash16(&key, at[i], len[i], keys + 2 * i);
+    Py_END_ALLOW_THREADS;
+done:
+    PyMem_Free(at);
+    PyMem_Free(len);
+    Py_DECREF(held);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"path_keys", path_keys, METH_VARARGS,
+     "path_keys(paths, secret) -> bytes: two uint64 a path (keyed BLAKE2b-128)."},
     {"_test_hooks", test_hooks, METH_VARARGS, "Tests only: see hook_path in _treec.h."},
     {NULL, NULL, 0, NULL}};
 
@@ -600,11 +659,6 @@ PyMODINIT_FUNC PyInit__treec(void) {
     Py_INCREF(&WalkerType);
     if (PyModule_AddObject(m, "Walker", (PyObject *)&WalkerType) < 0) {
         Py_DECREF(&WalkerType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (PyModule_AddObject(m, "KEY_SEED", PyLong_FromUnsignedLongLong(KEY_SEED)) < 0 ||
-        PyModule_AddObject(m, "CHECK_SEED", PyLong_FromUnsignedLongLong(CHECK_SEED)) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -13,10 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "_blake2b.h"
 #include "_dirent.h"
 
-#define KEY_SEED 0ULL
-#define CHECK_SEED 0x736966206b657931ULL /* "sif key1" */
 #define WINDOW 1024
 #define AHEAD_MAX (1 << 17)
 #define CHECK_DIRS 256
@@ -43,7 +42,7 @@ typedef struct node_s {
     size_t depth;
     int state, open_err, dir_err, failed; /* failed: out of memory, or stopped */
     listing l;
-    uint64_t *keys; /* two a K_FILE entry, in entry order */
+    uint64_t *keys; /* two a K_FILE entry, in entry order (with a key) */
     /* Read ahead by a helper while this one waits, read, on the stack: its
      * subdirectories, one a K_DIR entry (at that entry's index; NULL elsewhere), which
      * the walk takes (or drops) when it resolves this one. */
@@ -59,7 +58,7 @@ typedef struct {
 } keyset;
 
 static size_t key_hash(uint64_t dev, uint64_t ino) {
-    uint64_t h = (ino ^ xxh_rotl(dev, 29)) * XXH_P1;
+    uint64_t h = (ino ^ ((dev << 29) | (dev >> 35))) * 0x9E3779B97F4A7C15ULL;
     return (size_t)(h ^ (h >> 31));
 }
 
@@ -177,6 +176,7 @@ static void chunk_reset(chunk *c) {
 
 typedef struct {
     PyObject_HEAD int skip_hidden, trust_type, one_fs, keys;
+    b2b_keyed key; /* the path keys' secret, made ready (with keys) */
     long long lo, hi;
     keyset skip, visited;
     node **stack;

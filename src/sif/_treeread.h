@@ -6,7 +6,6 @@
 #define SIF_TREEREAD_H
 
 #include "_treec.h"
-#include "_xxh64.h"
 
 static void node_free(node *nd) {
     if (!nd)
@@ -24,8 +23,8 @@ static void node_free(node *nd) {
     free(nd);
 }
 
-/* XXH64 of prefix + name for each kept file of nd (two seeds); -1 out of memory. */
-static int node_keys(node *nd, int has_slash) {
+/* The key of prefix + name (keyed BLAKE2b-128) for each kept file of nd; -1 out of memory. */
+static int node_keys(const Walker *w, node *nd, int has_slash) {
     size_t files = 0, longest = 0;
     for (size_t i = 0; i < nd->l.n; i++)
         if (nd->l.items[i].kind == K_FILE) {
@@ -51,8 +50,7 @@ static int node_keys(node *nd, int has_slash) {
         if (e->kind != K_FILE)
             continue;
         memcpy(buf + plen, nd->l.names + e->name_off, e->name_len);
-        nd->keys[2 * f] = xxh64(buf, plen + e->name_len, KEY_SEED);
-        nd->keys[2 * f + 1] = xxh64(buf, plen + e->name_len, CHECK_SEED);
+        b2b_hash16(&w->key, (const unsigned char *)buf, plen + e->name_len, nd->keys + 2 * f);
         f++;
     }
     free(buf);
@@ -80,7 +78,7 @@ static void read_node(Walker *w, node *nd, stop_check check, void *ctx) {
     int r = read_entries(dir, w->skip_hidden, w->lo, w->hi, w->trust_type, &nd->l, &nd->dir_err,
                          check, ctx);
     closedir(dir);
-    if (r != 0 || (w->keys && node_keys(nd, ends_with_slash(nd)) != 0))
+    if (r != 0 || (w->keys && node_keys(w, nd, ends_with_slash(nd)) != 0))
         nd->failed = r == -2 ? -2 : -1;
 }
 

@@ -14,8 +14,9 @@ last. It serves where :mod:`sif._dirc` does (links not followed, no patterns,
 a UTF-8 file-system encoding; :func:`usable`); the tests hold it to the
 Python walk on hostile trees.
 
-With ``keys``, each file's :func:`sif.pathkeys.path_key` is computed in C as
-the walk meets it (:func:`sif.pathkeys.keyed_walk`, for ``sif index``'s plan).
+With ``keys`` and a ``secret``, each file's :func:`sif.pathkeys.path_key` is
+computed in C as the walk meets it (:func:`sif.keyedwalk.keyed_walk`, for
+``sif index``'s plan).
 Neither numpy nor :mod:`sif.walk` is imported here (``sif dupes`` starts without
 numpy, and :mod:`sif.walk` imports this module).
 """
@@ -59,14 +60,17 @@ def walk_tree(
     advance: Callable[[int], None],
     threads: int = 0,
     keys: array[int] | None = None,
+    secret: bytes = b"",
 ) -> list[FileRecord]:
     """The files under ``roots`` into ``cols``, as :meth:`Walker._resolve` walks them
     (the same files, order, counts into ``walker.stats`` and warnings); returns the
     file roots kept, which the caller appends (they are not in ``cols``).
 
-    ``threads``: helper threads that read ahead; ``keys``: where the files' keys go
-    (two numbers a file), or ``None``. Needs :func:`usable`.
+    ``threads``: helper threads that read ahead; ``keys``: where the files' keys under
+    ``secret`` go (two numbers a file), or ``None``. Needs :func:`usable`.
     """
+    if keys is not None and not secret:
+        raise ValueError("keys need a secret")
     assert _treec is not None
     reader, stats = walker._reader, walker.stats
     skip = walker.options.skip_dirs
@@ -79,7 +83,7 @@ def walk_tree(
         walker.options.one_file_system,
         skip_bytes,
         max(0, threads),
-        keys is not None,
+        secret if keys is not None else b"",
     )
     file_roots: list[tuple[str, os.stat_result, bool]] = []
     try:

@@ -28,14 +28,15 @@ from treeutil import write
 def collide(monkeypatch: pytest.MonkeyPatch) -> None:
     real = pathkeys.path_key
 
-    def key(origin: bytes) -> tuple[int, int]:
+    def key(origin: bytes, secret: bytes) -> tuple[int, int]:
         origin = bytes(origin)
         if origin.endswith((b"/a.txt", b"/b.txt")):
             return 0, xxhash.xxh64_intdigest(origin)
-        return real(origin)
+        return real(origin, secret)
 
     monkeypatch.setattr(pathkeys, "path_key", key)
-    monkeypatch.setattr(treewalk, "_treec", None)  # the walk's keys made by path_key too
+    monkeypatch.setattr(pathkeys, "_treec", None)  # every key made by path_key
+    monkeypatch.setattr(treewalk, "_treec", None)  # the walk's keys too
 
 
 def _ids(index: Path) -> dict[str, int]:

@@ -26,6 +26,7 @@ import pytest
 from sif.fingerprint import make_params
 from sif.index import build_index, open_reader, open_store
 from sif.index.duck import CATALOG, SCHEMA_VERSION
+from sif.index.indexdir import PATHKEY
 from sif.index.manifest import SNAPSHOT_FORMAT, read_manifest
 from sif.index.scan import scan_file
 from sif.index.schema import MIGRATIONS
@@ -69,7 +70,7 @@ def old_index(idx: Path, version: int, files: list[Path]) -> None:
     con = duckdb.connect(str(idx / CATALOG), config={"default_block_size": "16384"})
     con.execute("CREATE TABLE sif_migrations (version INTEGER, name VARCHAR, applied_at TIMESTAMP)")
     for v, name, step in MIGRATIONS[:version]:
-        step(con)
+        step(con, b"")  # no secret before schema 9
         con.execute("INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)", [v, name])
     scans = [scan_file(f, PARAMS) for f in files]
     stats = [os.stat(f) for f in files]
@@ -179,7 +180,8 @@ def test_an_older_index_is_read_then_migrated_with_its_data_intact(
             for i, f in enumerate(files, start=1)
         ]
         keys = con.execute("SELECT origin_key, origin_check FROM files ORDER BY id").fetchall()
-        assert keys == [path_key(os.fsencode(f)) for f in files]  # schema 8
+        secret = (idx / PATHKEY).read_bytes()  # made by the migration to schema 9
+        assert keys == [path_key(os.fsencode(f), secret) for f in files]
         [(checks,)] = con.execute("SELECT checks FROM segments").fetchall()
         assert set(json.loads(checks)) >= {"fp.npy", "fid.npy", "files.npy", "paths.bin"}
         assert store.verify() == 1

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from array import array
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sif.index import runplan
+from sif.index import build_index, runplan
+from sif.index.duck import DuckStore
 from sif.index.store import KnownColumns
 from sif.records import RecordColumns
+from treeutil import write
 
 
 @pytest.fixture(autouse=True)
@@ -142,3 +146,34 @@ def test_c_match_refuses_columns_of_unequal_lengths() -> None:
             array("q"),
             array("q"),
         )
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["C match", "numpy match"])
+def test_an_incremental_run_plans_the_same_with_either_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    """A whole run on disk: new, changed, unchanged and removed files counted alike, and
+    the catalog holds the tree's paths, whether the plan's match is C's or numpy's."""
+    if not compiled:
+        monkeypatch.setattr(runplan, "_planc", None)
+    rng = np.random.default_rng(7)
+    t = tmp_path / "t"
+    for i in range(30):
+        write(t / f"d{i % 4}" / f"f{i}.txt", rng.integers(97, 123, 1500, dtype=np.uint8).tobytes())
+    idx = tmp_path / "idx"
+    build_index([t], idx, jobs=1)
+    (t / "d0" / "f0.txt").unlink()
+    (t / "d1" / "f1.txt").unlink()
+    write(t / "d2" / "f2.txt", b"changed " * 400)
+    write(t / "d3" / "new.txt", b"new " * 500)
+    os.rename(t / "d1", t / "d9")  # every path under it is new, the old ones gone
+    again = build_index([t], idx, jobs=1)
+    moved = sum(1 for i in range(30) if i % 4 == 1) - 1  # d1's files but f1
+    assert (again.new, again.changed, again.removed) == (1 + moved, 1, 2 + moved)
+    assert again.unchanged == 30 - 2 - 1 - moved
+    s = DuckStore(str(idx))
+    try:
+        rows = s.catalog().execute("SELECT path FROM files").fetchall()
+    finally:
+        s.close()
+    assert {os.fsdecode(bytes(p)) for (p,) in rows} == {str(p) for p in t.rglob("*.txt")}

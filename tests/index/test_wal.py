@@ -21,7 +21,7 @@ import sif.index.duck as duck
 from sif.errors import IndexCorrupt
 from sif.index import build_index, catalogdb, open_reader, open_store
 from sif.index.build import DEFAULT_PARAMS
-from sif.index.indexdir import CATALOG
+from sif.index.indexdir import CATALOG, PATHKEY
 from treeutil import write
 
 WAL = CATALOG + ".wal"
@@ -93,8 +93,7 @@ def test_a_migration_is_checkpointed(tmp_path: Path) -> None:
     con.execute(
         "DELETE FROM sif_migrations WHERE version = (SELECT max(version) FROM sif_migrations)"
     )
-    con.execute("ALTER TABLE files DROP COLUMN origin_check")
-    con.execute("ALTER TABLE files DROP COLUMN origin_key")
+    con.execute("DELETE FROM sif_meta WHERE key = 'path_key'")
     con.close()
     assert not (idx / WAL).exists()
     with open_store(idx) as store:  # type: ignore[attr-defined]
@@ -147,6 +146,7 @@ def test_a_catalog_behind_its_published_state_deletes_nothing(tmp_path: Path) ->
     with open_store(tmp_path / "fresh") as fresh:  # type: ignore[attr-defined]
         del fresh
     os.replace(tmp_path / "fresh" / CATALOG, idx / CATALOG)  # generation 0
+    os.replace(tmp_path / "fresh" / PATHKEY, idx / PATHKEY)  # its keys' secret
     (idx / WAL).unlink(missing_ok=True)
     before = segments(idx)
     with pytest.raises(IndexCorrupt, match=r"behind the published"):

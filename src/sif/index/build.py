@@ -35,6 +35,7 @@ from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_
 from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
+from sif.index import indexdir
 from sif.index.opening import Opening
 from sif.index.runplan import plan_run
 from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
@@ -421,10 +422,14 @@ def build_index(
         if own_store and jobs >= 2 and os.path.isdir(directory)
         else None
     )
+    fresh = own_store and _fresh(index, rebuild)  # nothing known: no keys to compare
     try:
         if opening is not None:
             options = skip_index_dir(options, directory)
             walk_progress = opening.watch(progress)
+            # Read before the lock is had: a guess, which the plan checks (a rebuild
+            # may have replaced a damaged secret meanwhile).
+            secret = None if fresh else indexdir.peek_pathkey(directory)
         else:
             if store is None:
                 store = open_store(index, wait=wait, rebuild=rebuild)
@@ -432,10 +437,12 @@ def build_index(
             progress.stage("verifying", None)
             store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
             walk_progress = progress
+            secret = None if fresh else store.path_secret
         progress.stage("walking", None)
-        # In this process, in C where it can, with a helper thread a job reading ahead.
+        # In this process, in C where it can, with a helper thread a job reading ahead;
+        # the files' keys under the index's secret made as they are met.
         helpers = min(jobs, os.cpu_count() or 1, 8) - 1
-        cols, _, keys = keyed_walk(abs_roots, options, on_warning, walk_progress, helpers)
+        cols, _, keys = keyed_walk(abs_roots, options, on_warning, walk_progress, helpers, secret)
         release_memory()  # the walk's transient objects
         stats.walked = cols
         if opening is not None:
@@ -444,7 +451,7 @@ def build_index(
             assert store is not None
             known = store.known_columns(pset)
         empty = not len(known.ids)
-        plan = plan_run(cols, known, abs_roots, keys)
+        plan = plan_run(cols, known, abs_roots, keys, secret)
         del known, keys  # only the plan's ids are needed now
         todo, replaced, gone = plan.todo, plan.replaced, plan.gone
         release_memory()  # the walk's and the plan's transient objects

@@ -19,9 +19,7 @@ import duckdb
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.index.checks import corrupt
 from sif.index.indexdir import CATALOG
-from sif.index.schema import MIGRATIONS
-
-SCHEMA_VERSION = 8
+from sif.index.schema import MIGRATIONS, SCHEMA_VERSION
 
 #: DuckDB checkpoints the writer's WAL on its own once it holds this much (its default:
 #: 16 MB), and the writer checkpoints whatever WAL is left when it closes: the catalog
@@ -144,10 +142,21 @@ def fold_wal(root: str, directory: str) -> None:
             connect(root, directory).close()
 
 
-def migrate(con: duckdb.DuckDBPyConnection, root: str) -> None:
+def schema_version(con: duckdb.DuckDBPyConnection, root: str) -> int | None:
+    """The schema of the catalog of ``root`` (``None``: a new one, no migration yet)."""
+    with catalog_errors(os.path.join(root, CATALOG)):
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        if "sif_migrations" not in tables:
+            return None
+        row = con.execute("SELECT max(version) FROM sif_migrations").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def migrate(con: duckdb.DuckDBPyConnection, root: str, secret: bytes) -> None:
     """Apply the migrations the catalog of ``root`` lacks, each in its own transaction,
     then checkpoint (a new schema is never left in the WAL, for a reader to replay or a
-    later DuckDB to meet); :class:`IndexCorrupt` for a schema newer than this sif's."""
+    later DuckDB to meet); :class:`IndexCorrupt` for a schema newer than this sif's.
+    ``secret``: the index's path-key secret (schema 9 computes the keys with it)."""
     with catalog_errors(os.path.join(root, CATALOG)):
         con.execute(
             "CREATE TABLE IF NOT EXISTS sif_migrations "
@@ -164,7 +173,7 @@ def migrate(con: duckdb.DuckDBPyConnection, root: str) -> None:
             if version in done:
                 continue
             con.execute("BEGIN TRANSACTION")
-            step(con)
+            step(con, secret)
             con.execute(
                 "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)",
                 [version, name],

@@ -103,7 +103,7 @@ def commit_entries(
     try:
         if added:
             obj = functools.partial(np.array, dtype=object)
-            okeys, ochecks = origin_keys(cols.origins, len(cols.origins))
+            okeys, ochecks = origin_keys(cols.origins, len(cols.origins), self.path_secret)
             batch = {
                 "id": ids,
                 "path": obj(cols.paths),

@@ -110,6 +110,7 @@ from sif.index.catalogdb import catalog_errors as catalog_errors  # re-exported
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
 from sif.index.commitcols import commit_entries
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
+from sif.index.schema import PATHKEY_SCHEMA
 from sif.index.segments import Segment
 from sif.index.store import (
     KnownColumns,
@@ -118,6 +119,7 @@ from sif.index.store import (
     ParamSet,
     param_set,
 )
+from sif.pathkeys import secret_check
 
 CATALOG = indexdir.CATALOG
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
@@ -204,6 +206,7 @@ class DuckStore:
         """The segments this store's commits wrote, by parameter set (see :meth:`_tidy`)."""
         self._lock_fd = -1
         self._exclusive = not read_only
+        self._secret: bytes | None = None
         if read_only:
             if not os.path.exists(os.path.join(self.root, CATALOG)):
                 raise IndexUnusable(f"no index at {self.root} yet")
@@ -225,7 +228,9 @@ class DuckStore:
                 return
             self._con = self._connect()
             self._given_up(cancel)
+            self._secret = self._open_secret()
             self._migrate()
+            self._check_secret(self._secret)
             self._recover()
         except BaseException as exc:
             self.close()
@@ -255,6 +260,8 @@ class DuckStore:
         self._staging = self.root = indexdir.temp_dir(tmp, indexdir.STAGING_PREFIX)
         os.makedirs(os.path.join(self.root, "segments"))
         self._con = self._connect()
+        # The index's secret: kept (the walk used it), or made anew if it is damaged.
+        self._secret = indexdir.ensure_pathkey(self.directory)
         self._migrate()
         last_segment, last_generation = indexdir.used_numbers(self.directory)
         self._set_meta("next_segment_id", last_segment + 1)
@@ -294,7 +301,38 @@ class DuckStore:
         return catalogdb.connect(self.root, self.directory, read_only)
 
     def _migrate(self) -> None:
-        catalogdb.migrate(self._con, self.root)
+        assert self._secret is not None
+        catalogdb.migrate(self._con, self.root, self._secret)
+
+    # --- the path keys' secret (sif.pathkeys, indexdir.PATHKEY) -------------------------
+
+    def _open_secret(self) -> bytes:
+        """The secret of the index's path keys: made if the catalog has no keys under one
+        yet (new, or before schema 9: the migration computes them), else read
+        (:class:`IndexCorrupt` when it is missing or damaged)."""
+        version = catalogdb.schema_version(self._con, self.root)
+        if version is None or version < PATHKEY_SCHEMA:
+            return indexdir.ensure_pathkey(self.directory)
+        return indexdir.read_pathkey(self.directory)
+
+    def _check_secret(self, secret: bytes) -> None:
+        """:class:`IndexCorrupt` unless ``secret`` is the one the catalog's keys are under
+        (its check, recorded by the migration to schema 9)."""
+        if self._meta("path_key") != secret_check(secret):
+            raise corrupt(
+                os.path.join(self.directory, indexdir.PATHKEY),
+                "not the secret of the catalog's keys",
+            )
+
+    @property
+    def path_secret(self) -> bytes:
+        """The secret of the index's path keys (:mod:`sif.pathkeys`); a reader's is read
+        when first asked, and checked against the catalog."""
+        if self._secret is None:
+            secret = indexdir.read_pathkey(self.directory)
+            self._check_secret(secret)
+            self._secret = secret
+        return self._secret
 
     def _check_schema(self) -> None:
         catalogdb.check_schema(self._con, self.root)
@@ -366,8 +404,11 @@ class DuckStore:
 
         Returns the number of segments checked; raises :class:`IndexCorrupt`
         naming the first damaged file. What ``sif index`` does before it builds
-        on the index. Cost: one read of every segment (XXH3, several GB/s).
+        on the index. Cost: one read of every segment (XXH3, several GB/s). The
+        path keys' secret is checked against the catalog too.
         """
+        if self._staging is None:
+            self._check_secret(indexdir.read_pathkey(self.directory))
         for name, check in self._checks().items():
             directory = os.path.join(self.root, "segments", name)
             _open_segment(directory, check).close()
@@ -420,7 +461,7 @@ class DuckStore:
         if pid is None:
             return KnownColumns.empty()
         with catalog_errors(os.path.join(self.root, CATALOG)):
-            return known.known_columns(self, pid)
+            return known.known_columns(self, pid, self.path_secret)
 
     @_writes
     def commit(

@@ -30,18 +30,24 @@ MARKER_FORMAT = 1
 MARKER_TEXT = (
     f"sif-index {MARKER_FORMAT}\n"
     "This directory is a sif index. sif writes and deletes only its own entries here:\n"
-    "SIF-INDEX, lock, catalog.duckdb, catalog.duckdb.wal, CURRENT, segments/, manifests/,\n"
-    "anchors/ and tmp/.\n"
+    "SIF-INDEX, lock, catalog.duckdb, catalog.duckdb.wal, CURRENT, pathkey, segments/,\n"
+    "manifests/, anchors/ and tmp/.\n"
 )
 CATALOG = "catalog.duckdb"
 LOCK = "lock"
+#: The secret of the index's path keys (:mod:`sif.pathkeys`): :data:`PATHKEY_BYTES`
+#: random bytes, made with the index (or by the migration to schema 9), never changed
+#: but by ``--rebuild`` of an index whose one is damaged.
+PATHKEY = "pathkey"
+PATHKEY_BYTES = 32  # sif.pathkeys.SECRET_BYTES (not imported: readers never need numpy here)
 #: Directories of the layout, and files (sif may replace either kind under ``--rebuild``).
 LAYOUT_DIRS = ("segments", "manifests", "anchors", "tmp")
-LAYOUT_FILES = (CATALOG, CATALOG + ".wal", "CURRENT")
+LAYOUT_FILES = (CATALOG, CATALOG + ".wal", "CURRENT", PATHKEY)
 #: ... and ``catalog.duckdb.tmp/``, where DuckDB spills when no ``temp_directory`` is set.
 OWN_NAMES = frozenset((MARKER, LOCK, *LAYOUT_DIRS, *LAYOUT_FILES, CATALOG + ".tmp"))
-#: Temporaries: ``CURRENT.tmpPID`` (before mkstemp), ``CURRENT.tmpXXXXXXXX``, the marker's.
-_OWN_TEMP = re.compile(r"(CURRENT|SIF-INDEX)\.tmp[A-Za-z0-9_]*\Z")
+#: Temporaries: ``CURRENT.tmpPID`` (before mkstemp), ``CURRENT.tmpXXXXXXXX``, the marker's
+#: and the path key's.
+_OWN_TEMP = re.compile(r"(CURRENT|SIF-INDEX|pathkey)\.tmp[A-Za-z0-9_]*\Z")
 SEGMENT_NAME = re.compile(r"seg-(\d+)(\.[A-Za-z0-9_.]*)?\Z")
 MANIFEST_NAME = re.compile(r"gen-(\d+)\.[A-Za-z0-9_.]*\Z")
 #: A rebuild is built in ``tmp/rebuild-XXXXXXXX`` and swapped in when complete.
@@ -179,6 +185,74 @@ def mark(root: str) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(root)
+
+
+def _read_pathkey(root: str) -> bytes | str:
+    """The secret in ``root``'s :data:`PATHKEY`, or why there is none (a cause)."""
+    path = os.path.join(root, PATHKEY)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        data = os.read(fd, PATHKEY_BYTES + 1)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+    if len(data) != PATHKEY_BYTES:
+        return f"{len(data)} bytes, not {PATHKEY_BYTES}"
+    return data
+
+
+def read_pathkey(root: str) -> bytes:
+    """The secret of the index at ``root`` (:data:`PATHKEY`); :class:`IndexCorrupt` when
+    it is missing or damaged (the catalog's keys were made with it: ``--rebuild``)."""
+    got = _read_pathkey(root)
+    if isinstance(got, str):
+        raise _corrupt(os.path.join(root, PATHKEY), got)
+    return got
+
+
+def peek_pathkey(root: str) -> bytes | None:
+    """The secret of the index at ``root`` as it is now, without the lock, or ``None``
+    (a guess for the walk: the run's plan checks it against the store's)."""
+    got = _read_pathkey(root)
+    return None if isinstance(got, str) else got
+
+
+def ensure_pathkey(root: str) -> bytes:
+    """The secret of the index at ``root``, made (under the writer's lock) if it is
+    missing or damaged: for a catalog that has no keys under it yet (a new one, a
+    rebuild's, one migrated to schema 9). Written whole under a temporary name, then
+    renamed, readable by its owner and group only."""
+    got = _read_pathkey(root)
+    if isinstance(got, bytes):
+        return got
+    secret = os.urandom(PATHKEY_BYTES)
+    fd, tmp = temp_file(root, PATHKEY + ".tmp")
+    try:
+        os.fchmod(fd, 0o660 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            f.write(secret)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(root, PATHKEY))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(root)
+    return secret
+
+
+def _corrupt(path: str, cause: str) -> IndexCorrupt:
+    """:class:`IndexCorrupt` for a damaged file of the index (``--rebuild`` cures it)."""
+    return IndexCorrupt(f"index corrupt: {path} ({cause}); run with --rebuild")
 
 
 def check_layout(root: str, repair: bool) -> None:

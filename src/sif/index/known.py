@@ -28,11 +28,12 @@ if TYPE_CHECKING:
 KNOWN_CHUNK = 1 << 18
 
 
-def known_columns(store: DuckStore, pid: int) -> KnownColumns:
+def known_columns(store: DuckStore, pid: int, secret: bytes) -> KnownColumns:
     """One row per live entry of parameter set ``pid`` (by id). Cost: a scan of the
     numbers of ``files`` (the origins' keys were computed when they were committed: no
     path is read; :attr:`KnownColumns.origins` reads the few a run needs), into arrays
-    made once, :data:`KNOWN_CHUNK` ids at a time (DuckDB holds the result of one chunk).
+    made once, :data:`KNOWN_CHUNK` ids at a time (DuckDB holds the result of one chunk);
+    ``secret`` is the one the keys are under (the store's).
     Raises :class:`sif.errors.IndexCorrupt` if the rows change while read, or an entry
     lacks its key."""
     from sif.index.duck import CATALOG, UNKNOWN_CTIME
@@ -78,6 +79,7 @@ def known_columns(store: DuckStore, pid: int) -> KnownColumns:
         out["ctime_ns"],
         origins=functools.partial(origins, store, pid, ids),
         origins_under=lambda rows, roots: read_origins(store, pid, ids, rows, roots),
+        secret=secret,
     )
 
 

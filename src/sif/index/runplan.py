@@ -67,6 +67,7 @@ def plan_run(
     known: KnownColumns,
     roots: Sequence[str],
     walked_keys: npt.NDArray[np.uint64] | None = None,
+    walked_secret: bytes | None = None,
 ) -> RunPlan:
     """Compare a walk with what the index holds, by (device, inode, size, mtime_ns,
     ctime_ns); the ctime only when the store keeps it (``known.ctime_ns``). A
@@ -74,20 +75,22 @@ def plan_run(
     file is read again once, and counted as changed.
 
     Vectorised: the walk's paths and the index's origins meet by 128-bit keys
-    of their bytes (:mod:`sif.pathkeys`: ``walked_keys``, as the walk computed them,
-    else hashed here), the first 64 bits in a hash table (:func:`_match`), the other
+    of their bytes under the index's secret (:mod:`sif.pathkeys`: ``walked_keys``, as
+    the walk computed them under ``walked_secret``, else hashed here under
+    ``known.secret``), the first 64 bits in a hash table (:func:`_match`), the other
     64 compared, and so are the stat fields; the index's origins are read as strings
     only for the files that changed (whose path is compared too) or that the walk did
     not meet. Where two paths share the first half of a key (about once in 2**64 /
     files**2 runs), the run plans by the paths themselves (:func:`_plan_by_paths`);
-    two that share the whole key (about 2**-128 a pair) would be taken for one. Cost:
-    a probe a file and no Python object a file (at 1 M files, in C: 0.05 s; the
-    numpy sorts and gathers took 0.4-0.5 s and ~60 MB).
+    two that share the whole key (about 2**-128 a pair: the keys are keyed BLAKE2b,
+    which nobody without the secret can aim at) would be taken for one. Cost: a probe a
+    file and no Python object a file (at 1 M files, in C: 0.05 s; the numpy sorts and
+    gathers took 0.4-0.5 s and ~60 MB).
     """
     n = len(known.ids)
     if n and len(cols):
-        if walked_keys is None:
-            walked_keys = walk_keys(cols)
+        if walked_keys is None or walked_secret != known.secret:  # none, or another's
+            walked_keys = walk_keys(cols, known.secret)
         matched = _match(cols, known, walked_keys)
         if matched is None:  # a path met another's half-key
             return _plan_by_paths(cols, known, roots, known.origins(np.arange(n)))

@@ -121,12 +121,13 @@ class KnownFile:
     mtime_ns: int
 
 
-def origin_keys(origins: Iterable[bytes], n: int) -> tuple[U64, U64]:
-    """The :func:`sif.pathkeys.path_key` of ``n`` origins (their paths as the file system
-    spells them) as two columns: the first halves (sorted and searched) and the second
-    (compared where the first meet). The catalog keeps them with each entry, and the walk
-    computes those of the paths it meets: the two meet without a Python string a file."""
-    keys = path_keys(origins, n)
+def origin_keys(origins: Iterable[bytes], n: int, secret: bytes) -> tuple[U64, U64]:
+    """The :func:`sif.pathkeys.path_key` under ``secret`` of ``n`` origins (their paths
+    as the file system spells them) as two columns: the first halves (sorted and
+    searched) and the second (compared where the first meet). The catalog keeps them with
+    each entry, and the walk computes those of the paths it meets: the two meet without a
+    Python string a file."""
+    keys = path_keys(origins, n, secret)
     return np.ascontiguousarray(keys[:, 0]), np.ascontiguousarray(keys[:, 1])
 
 
@@ -167,6 +168,8 @@ class KnownColumns:
     their origins, the store choosing them (the rows a run did not meet are every other
     root's entries: 400k paths read to keep a few); ``None``: :attr:`origins` and a test
     of each here."""
+    secret: bytes = field(default=b"", repr=False)
+    """The secret :attr:`keys` and :attr:`checks` are under (the store's)."""
 
     @classmethod
     def empty(cls) -> KnownColumns:
@@ -295,6 +298,11 @@ class IndexReader(Protocol):
 
 class IndexStore(Protocol):
     """The writer's side: exclusive while open."""
+
+    @property
+    def path_secret(self) -> bytes:
+        """The secret of the store's path keys (:mod:`sif.pathkeys`)."""
+        ...
 
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
         """Every file on disk with live entries under ``params``, by its path on disk."""
