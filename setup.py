@@ -20,6 +20,26 @@ setup(
         Extension(
             "sif._dirc",
             ["src/sif/_dirc.c"],
+            depends=["src/sif/_dirent.h"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "sif._treec",
+            ["src/sif/_treec.c"],
+            depends=[
+                "src/sif/_dirent.h",
+                "src/sif/_treec.h",
+                "src/sif/_treeread.h",
+                "src/sif/_blake2b.h",
+            ],
+            extra_compile_args=["-O2", "-pthread"],
+            extra_link_args=["-pthread"],
+            optional=True,
+        ),
+        Extension(
+            "sif.index._planc",
+            ["src/sif/index/_planc.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

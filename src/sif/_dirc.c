@@ -37,179 +37,22 @@
  *
  * The GIL is released while the directory is read; it is taken back every
  * CHECK_EVERY entries to look for signals, so Ctrl-C stops a directory of
- * millions of entries (KeyboardInterrupt, the directory closed).
+ * millions of entries (KeyboardInterrupt, the directory closed). The reading itself
+ * is in _dirent.h, which sif._treec (a whole walk a call) shares.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "_dirent.h"
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
-
-#define CHECK_EVERY 8192
-
-enum { K_FILE = 0, K_FILTERED, K_DIR, K_LINK, K_SPECIAL, K_STAT_ERROR };
-
-typedef struct { /* 64 bytes an entry: a directory of 10^6 entries holds 64 MB here */
-    int kind;
-    int err;
-    unsigned int name_len;
-    unsigned int bad_utf8;
-    size_t name_off;
-    int64_t dev, ino, size, mtime_ns, nlink, ctime_ns;
-} entry;
-
-typedef struct {
-    entry *items;
-    size_t n, cap;
-    char *names;
-    size_t used, room;
-} listing;
-
-static int grow(listing *l, size_t name_len) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        entry *items = realloc(l->items, cap * sizeof(entry));
-        if (!items)
-            return -1;
-        l->items = items;
-        l->cap = cap;
-    }
-    if (l->used + name_len + 1 > l->room) {
-        size_t room = l->room ? 2 * l->room : 16384;
-        while (room < l->used + name_len + 1)
-            room *= 2;
-        char *names = realloc(l->names, room);
-        if (!names)
-            return -1;
-        l->names = names;
-        l->room = room;
-    }
-    return 0;
-}
-
-/* Whether the n bytes at s are valid UTF-8 (what Python's strict decoder accepts:
- * no overlong forms, no surrogates, nothing above U+10FFFF). */
-static int valid_utf8(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        unsigned int cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return 0;
-        }
-        if (i + len > n)
-            return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-static long long ns(struct timespec t) { return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
-
-/* Read every entry of the open directory dir into l, without the GIL (*ts: the state it
- * was released from). 0; -1 out of memory; -2 a signal handler raised (GIL held then). */
-static int read_entries(DIR *dir, int skip_hidden, long long lo, long long hi, int trust_type,
-                        listing *l, int *dir_err, PyThreadState **ts) {
-    int dfd = dirfd(dir);
-    size_t since = 0;
-    for (;;) {
-        if (++since >= CHECK_EVERY) {
-            since = 0;
-            PyEval_RestoreThread(*ts);
-            int interrupted = PyErr_CheckSignals();
-            *ts = PyEval_SaveThread();
-            if (interrupted)
-                return -2;
-        }
-        errno = 0;
-        struct dirent *d = readdir(dir);
-        if (!d) {
-            *dir_err = errno;
-            return 0;
-        }
-        const char *name = d->d_name;
-        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))
-            continue;
-        if (skip_hidden && name[0] == '.')
-            continue;
-        size_t len = strlen(name);
-        if (grow(l, len) != 0)
-            return -1;
-        entry *e = &l->items[l->n];
-        memset(e, 0, sizeof(*e));
-        e->name_off = l->used;
-        e->name_len = (unsigned int)len; /* NAME_MAX at most */
-        memcpy(l->names + l->used, name, len + 1);
-        e->bad_utf8 = !valid_utf8((const unsigned char *)name, len);
-        int have_stat = 0;
-        struct stat st;
-        unsigned char type = trust_type ? d->d_type : DT_UNKNOWN;
-        if (type == DT_LNK) {
-            e->kind = K_LINK;
-        } else {
-            int r;
-            do {
-                r = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
-            } while (r != 0 && errno == EINTR);
-            if (r != 0) {
-                e->kind = K_STAT_ERROR;
-                e->err = errno;
-            } else if (type == DT_UNKNOWN && S_ISLNK(st.st_mode)) {
-                e->kind = K_LINK; /* what DirEntry.is_symlink() says after its lstat */
-            } else {
-                have_stat = 1;
-            }
-        }
-        if (have_stat) {
-            mode_t m = st.st_mode;
-            if (S_ISREG(m))
-                e->kind = (st.st_size >= lo && st.st_size <= hi) ? K_FILE : K_FILTERED;
-            else if (S_ISDIR(m))
-                e->kind = K_DIR;
-            else
-                e->kind = K_SPECIAL;
-            e->dev = (int64_t)st.st_dev;
-            e->ino = (int64_t)st.st_ino;
-            e->size = (int64_t)st.st_size;
-            e->mtime_ns = ns(st.st_mtim);
-            e->nlink = (int64_t)st.st_nlink;
-            e->ctime_ns = ns(st.st_ctim);
-        }
-        l->used += len + 1;
-        l->n++;
-    }
+/* The check of read_entries while the GIL is released (ctx: where its state was saved):
+ * a signal handler that raised stops the read, its exception set. */
+static int check_signals(void *ctx) {
+    PyThreadState **ts = (PyThreadState **)ctx;
+    PyEval_RestoreThread(*ts);
+    int interrupted = PyErr_CheckSignals();
+    *ts = PyEval_SaveThread();
+    return interrupted;
 }
 
 static PyObject *build(listing *l, int dir_err) {
@@ -311,28 +154,19 @@ static PyObject *read_dir(PyObject *self, PyObject *args) {
                           &hi, &trust_type))
         return NULL;
     const char *path = PyBytes_AS_STRING(path_obj);
-    int fd;
+    DIR *dir;
     Py_BEGIN_ALLOW_THREADS;
-    do {
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
+    dir = open_dir(path);
     Py_END_ALLOW_THREADS;
-    if (fd < 0) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-        Py_DECREF(path_obj);
-        return NULL;
-    }
-    DIR *dir = fdopendir(fd);
     if (!dir) {
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-        close(fd);
         Py_DECREF(path_obj);
         return NULL;
     }
     listing l = {0};
     int dir_err = 0;
     PyThreadState *ts = PyEval_SaveThread();
-    int r = read_entries(dir, skip_hidden, lo, hi, trust_type, &l, &dir_err, &ts);
+    int r = read_entries(dir, skip_hidden, lo, hi, trust_type, &l, &dir_err, check_signals, &ts);
     closedir(dir);
     PyEval_RestoreThread(ts);
     PyObject *out = NULL;
@@ -341,8 +175,7 @@ static PyObject *read_dir(PyObject *self, PyObject *args) {
     else if (r == 0)
         out = build(&l, dir_err);
     /* r == -2: the signal handler's exception is set */
-    free(l.items);
-    free(l.names);
+    listing_free(&l);
     Py_DECREF(path_obj);
     return out;
 }

@@ -6,6 +6,8 @@ holds one job: the walk decides which files, this module stores them.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 from array import array
 from collections.abc import Iterable, Iterator
@@ -39,16 +41,23 @@ class RecordColumns:
     and its name: about 100 bytes a file instead of 350 for records, and
     cheap to send between processes (the names travel as one string, the
     numbers as arrays). :meth:`path` joins the two on demand.
+
+    Names may also be held as the C walk gives them (:meth:`add_raw_names`: their
+    bytes in one string and their offsets, 28 bytes a name where a ``str`` in a list
+    takes ~65), and decoded a row at a time by :meth:`path`; :attr:`names` decodes
+    them all, once, when first asked (``sif index`` asks for the 1% it reads).
     """
 
     __slots__ = (
+        "_names",
+        "_raw",
+        "_raw_rows",
         "ctime_ns",
         "dev",
         "dir_of",
         "dirs",
         "ino",
         "mtime_ns",
-        "names",
         "nlink",
         "size",
         "symlink",
@@ -57,7 +66,10 @@ class RecordColumns:
     def __init__(self) -> None:
         self.dirs: list[str] = []  # each ends with a separator, or is "" for a bare name
         self.dir_of = array("I")
-        self.names: list[str] = []
+        self._names: list[str] = []
+        self._raw: list[tuple[int, bytes, array[int]]] = []
+        """Names not decoded yet: (first row, their bytes, n + 1 offsets), after _names."""
+        self._raw_rows = 0
         self.dev = array("Q")
         self.ino = array("Q")
         self.size = array("q")
@@ -66,11 +78,55 @@ class RecordColumns:
         self.ctime_ns = array("q")
         self.symlink = array("B")  # 1: the name is a symbolic link (see FileRecord.symlink)
 
+    @property
+    def names(self) -> list[str]:
+        """Every file's name (the raw ones decoded now, once)."""
+        if self._raw:
+            names = self._names
+            for _, blob, offsets in self._raw:
+                text = blob.decode("utf-8", "surrogateescape")
+                if len(text) == len(blob):  # ASCII: characters are bytes
+                    names.extend(text[a:b] for a, b in itertools.pairwise(offsets))
+                else:
+                    names.extend(
+                        blob[a:b].decode("utf-8", "surrogateescape")
+                        for a, b in itertools.pairwise(offsets)
+                    )
+            self._raw, self._raw_rows = [], 0
+        return self._names
+
+    @names.setter
+    def names(self, value: list[str]) -> None:
+        self._names, self._raw, self._raw_rows = value, [], 0
+
+    def add_raw_names(self, blob: bytes, offsets: array[int]) -> None:
+        """Append ``len(offsets) - 1`` names: ``blob[offsets[i]:offsets[i + 1]]`` each, the
+        bytes the file system gave (decoded as :func:`os.fsdecode` does, with UTF-8)."""
+        self._raw.append((len(self), blob, offsets))
+        self._raw_rows += len(offsets) - 1
+
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self._names) + self._raw_rows
+
+    def name(self, i: int) -> str:
+        """The name of row ``i`` (a raw one decoded alone); a negative ``i`` counts from
+        the end, as for a list."""
+        if not self._raw:
+            return self._names[i]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("row out of range")
+        if i < len(self._names):
+            return self._names[i]
+        raw = self._raw
+        k = bisect.bisect_right(raw, i, key=lambda r: r[0]) - 1
+        start, blob, offsets = raw[k]
+        j = i - start
+        return blob[offsets[j] : offsets[j + 1]].decode("utf-8", "surrogateescape")
 
     def path(self, i: int) -> str:
-        return self.dirs[self.dir_of[i]] + self.names[i]
+        return self.dirs[self.dir_of[i]] + self.name(i)
 
     @property
     def paths(self) -> list[str]:
@@ -97,10 +153,15 @@ class RecordColumns:
         )
 
     def extend(self, records: Iterable[FileRecord]) -> None:
+        """Append ``records``; names held raw stay raw (the new ones are added raw too)."""
+        raw: list[bytes] = []
         for r in records:
             head, name = os.path.split(r.path)
             self.dir_of.append(self.add_dir(head) if head else self._bare())
-            self.names.append(name)
+            if self._raw:  # raw names before: these follow them
+                raw.append(name.encode("utf-8", "surrogateescape"))
+            else:
+                self._names.append(name)
             self.dev.append(r.dev)
             self.ino.append(r.ino)
             self.size.append(r.size)
@@ -108,6 +169,10 @@ class RecordColumns:
             self.nlink.append(r.nlink)
             self.ctime_ns.append(r.ctime_ns)
             self.symlink.append(1 if r.symlink else 0)
+        if raw:
+            offsets = array("q", [0])
+            offsets.extend(itertools.accumulate(map(len, raw)))
+            self.add_raw_names(b"".join(raw), offsets)
 
     def _bare(self) -> int:
         self.dirs.append("")

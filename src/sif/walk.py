@@ -38,6 +38,7 @@ from typing import Any
 from sif.dirread import DirReader, _cause, _Dir, _valid_utf8
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.records import FileRecord, RecordColumns
+from sif.treewalk import usable, walk_tree
 from sif.walkoptions import WalkOptions, WalkStats, parse_size, read_path_list
 
 __all__ = [
@@ -342,6 +343,11 @@ def parallel_walk(
     cols = RecordColumns()
     file_roots: list[FileRecord] = []
     if pool is None or options.follow_symlinks or jobs < 2:
+        if usable(walker):  # the same walk, in C
+            file_roots = walk_tree(walker, root_list, cols, advance)
+            advance(len(file_roots))
+            cols.extend(file_roots)
+            return cols, walker.stats
         reported = n = 0
         for item in walker._resolve(root_list, lambda u: walker._read_dir(u[0], u[1], cols)):
             if isinstance(item, FileRecord):

@@ -248,12 +248,14 @@ def test_an_incremental_run_tells_paths_apart_even_when_their_keys_collide(
     one, the run compares the paths themselves and plans the same."""
     import xxhash
 
-    from sif.index import store
+    import sif.pathkeys
+    import sif.treewalk
 
     if key != "real":  # the first 64 bits, those sorted and searched, the same for all
         monkeypatch.setattr(
-            store, "origin_key", lambda origin: bytes(8) + xxhash.xxh3_64_digest(origin)
+            sif.pathkeys, "path_key", lambda origin: (0, xxhash.xxh64_intdigest(origin))
         )
+        monkeypatch.setattr(sif.treewalk, "_treec", None)  # the walk's keys made by path_key
     paths = _letters_tree(tmp_path, 30, 3, seed=5, size=900, step=50)
     index = tmp_path / "idx"
     first = build_index([tmp_path / "t"], index, jobs=1)

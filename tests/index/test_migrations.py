@@ -25,10 +25,13 @@ import pytest
 
 from sif.fingerprint import make_params
 from sif.index import build_index, open_reader, open_store
-from sif.index.duck import CATALOG, MIGRATIONS, SCHEMA_VERSION
+from sif.index.duck import CATALOG, SCHEMA_VERSION
+from sif.index.indexdir import PATHKEY
 from sif.index.manifest import SNAPSHOT_FORMAT, read_manifest
 from sif.index.scan import scan_file
+from sif.index.schema import MIGRATIONS
 from sif.index.segments import FILE_DTYPE_V1, make_files, write_segment
+from sif.pathkeys import path_key
 from sif.query import query_files
 from treeutil import write
 
@@ -67,7 +70,7 @@ def old_index(idx: Path, version: int, files: list[Path]) -> None:
     con = duckdb.connect(str(idx / CATALOG), config={"default_block_size": "16384"})
     con.execute("CREATE TABLE sif_migrations (version INTEGER, name VARCHAR, applied_at TIMESTAMP)")
     for v, name, step in MIGRATIONS[:version]:
-        step(con)
+        step(con, b"")  # no secret before schema 9
         con.execute("INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)", [v, name])
     scans = [scan_file(f, PARAMS) for f in files]
     stats = [os.stat(f) for f in files]
@@ -176,6 +179,9 @@ def test_an_older_index_is_read_then_migrated_with_its_data_intact(
             (i, os.fsencode(f), None, "raw", f.stat().st_size, None)
             for i, f in enumerate(files, start=1)
         ]
+        keys = con.execute("SELECT origin_key, origin_check FROM files ORDER BY id").fetchall()
+        secret = (idx / PATHKEY).read_bytes()  # made by the migration to schema 9
+        assert keys == [path_key(os.fsencode(f), secret) for f in files]
         [(checks,)] = con.execute("SELECT checks FROM segments").fetchall()
         assert set(json.loads(checks)) >= {"fp.npy", "fid.npy", "files.npy", "paths.bin"}
         assert store.verify() == 1
@@ -200,3 +206,17 @@ def _raw():  # type: ignore[no-untyped-def]
     from sif.content import ContentOptions
 
     return ContentOptions(normalize="raw")
+
+
+def test_an_entry_without_its_origin_key_is_damage(tmp_path: Path) -> None:
+    from sif.errors import IndexCorrupt
+
+    files = corpus(tmp_path)
+    idx = tmp_path / "idx"
+    build_index([tmp_path / "t"], idx, PARAMS, jobs=1)
+    with open_store(idx) as store:  # type: ignore[attr-defined]
+        store.catalog().execute(
+            "UPDATE files SET origin_key = NULL WHERE path = ?", [os.fsencode(files[1])]
+        )
+    with pytest.raises(IndexCorrupt, match="without the key of their origin"):
+        build_index([tmp_path / "t"], idx, PARAMS, jobs=1)

@@ -35,16 +35,20 @@ from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_
 from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
+from sif.index import indexdir
+from sif.index.opening import Opening
 from sif.index.runplan import plan_run
 from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
 from sif.index.store import (
     IndexStore,
     NewFile,
     ParamSet,
+    default_index_path,
     open_store,
 )
+from sif.keyedwalk import keyed_walk
 from sif.memtrim import release_memory
-from sif.walk import FileRecord, RecordColumns, WalkOptions, parallel_walk
+from sif.walk import FileRecord, RecordColumns, WalkOptions
 
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
@@ -83,10 +87,8 @@ class IndexStats:
     seconds: float = 0.0
     read_rows: MutableSequence[int] = field(default_factory=lambda: array("q"), repr=False)
     """Rows of :attr:`walked` read in this run, in completion order (8 bytes a file)."""
-    walk_digest: str = ""
-    """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
-    exactly those files, unless ``failed`` (a stat walk giving the same digest later
-    means nothing under the roots changed)."""
+    digest: str | None = field(default=None, repr=False)
+    """:attr:`walk_digest` once known (given, or made when first asked)."""
     walked: RecordColumns | None = field(default=None, repr=False, compare=False)
     """This run's walk: the files in the scope of the command (its filters applied)."""
 
@@ -108,16 +110,32 @@ class IndexStats:
             return []
         raise LookupError(f"{len(self.read_rows):,} paths read: the walk is no longer held")
 
+    @property
+    def walk_digest(self) -> str:
+        """:meth:`sif.walk.RecordColumns.digest` of this run's walk: the index now holds
+        exactly those files, unless ``failed`` (a stat walk giving the same digest later
+        means nothing under the roots changed). Made when first asked (``sif similar``
+        asks; at 1 M files it costs 0.2-0.4 s, which ``sif index`` does not spend);
+        ``""`` when there was no walk."""
+        if self.digest is None:
+            self.digest = self.walked.digest() if self.walked is not None else ""
+        return self.digest
+
     def drop_walk(self) -> None:
         """Let go of :attr:`walked` (a million files: 100 MB of names), keeping the read
-        paths when they are few (a re-run reads only what changed)."""
+        paths when they are few (a re-run reads only what changed), and its digest."""
         if self.walked is not None and len(self.read_rows) <= READ_PATHS_KEPT:
             self._read_kept = [self.walked.path(i) for i in self.read_rows]
+        if self.walked is not None:
+            self.walk_digest  # noqa: B018 (made while the walk is there)
         self.walked = None
 
 
 #: :meth:`IndexStats.drop_walk` keeps the paths read when there are at most this many.
 READ_PATHS_KEPT = 4096
+#: A run that reads more than one walked file in this many has the walk's names decoded
+#: all at once (a name alone costs about seven times its share of decoding them all).
+DECODE_ALL_SHARE = 8
 
 
 # Set before the pool forks, so that workers inherit them instead of receiving
@@ -377,10 +395,9 @@ def build_index(
     # A new index reads every file: the workers load numba's kernels while this
     # process opens the store and walks (not needed with the compiled kernel,
     # :mod:`sif.core.winnowc`). With an engine, its workers read and warm.
-    # The walk is this process's alone: at a million files in 111k directories,
+    # The walk is this process's alone (at a million files in 111k directories,
     # reading ahead in the workers gained 5% of the walk's wall time but cost 3.5
-    # more CPU seconds and 82 MB more peak (a record a directory read ahead, whose
-    # freed memory the names read meanwhile keep from going back).
+    # more CPU seconds and 82 MB more peak); in C, threads of this process read ahead.
     warming = (
         pool is not None
         and store is None
@@ -394,21 +411,48 @@ def build_index(
         for i in range(pool.processes):
             pool.submit(_warm, i)
     own_store = store is None
+    # With two jobs or more, an index that exists is opened, verified and read in a
+    # thread while this one walks (sif.index.opening); a new one is made first (the
+    # walk must know its directory, to leave it out).
+    directory = os.path.abspath(os.fspath(index or default_index_path()))
+    opening = (
+        Opening(
+            lambda cancel: open_store(directory, wait=wait, rebuild=rebuild, cancel=cancel), pset
+        )
+        if own_store and jobs >= 2 and os.path.isdir(directory)
+        else None
+    )
+    fresh = own_store and _fresh(index, rebuild)  # nothing known: no keys to compare
     try:
-        if store is None:
-            store = open_store(index, wait=wait, rebuild=rebuild)
-        options = skip_index_dir(options, getattr(store, "directory", None))
-        progress.stage("verifying", None)
-        store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
+        if opening is not None:
+            options = skip_index_dir(options, directory)
+            walk_progress = opening.watch(progress)
+            # Read before the lock is had: a guess, which the plan checks (a rebuild
+            # may have replaced a damaged secret meanwhile).
+            secret = None if fresh else indexdir.peek_pathkey(directory)
+        else:
+            if store is None:
+                store = open_store(index, wait=wait, rebuild=rebuild)
+            options = skip_index_dir(options, getattr(store, "directory", None))
+            progress.stage("verifying", None)
+            store.verify()  # never build on damaged fingerprints: IndexCorrupt instead
+            walk_progress = progress
+            secret = None if fresh else store.path_secret
         progress.stage("walking", None)
-        cols, _ = parallel_walk(abs_roots, options, on_warning, None, 1, progress)  # here alone
-        release_memory()  # the walk's transient objects (a stat a file, a list a directory)
-        stats.walk_digest = cols.digest()
+        # In this process, in C where it can, with a helper thread a job reading ahead;
+        # the files' keys under the index's secret made as they are met.
+        helpers = min(jobs, os.cpu_count() or 1, 8) - 1
+        cols, _, keys = keyed_walk(abs_roots, options, on_warning, walk_progress, helpers, secret)
+        release_memory()  # the walk's transient objects
         stats.walked = cols
-        known = store.known_columns(pset)
+        if opening is not None:
+            store, known = opening.result()
+        else:
+            assert store is not None
+            known = store.known_columns(pset)
         empty = not len(known.ids)
-        plan = plan_run(cols, known, abs_roots)
-        del known  # only the plan's ids are needed now
+        plan = plan_run(cols, known, abs_roots, keys, secret)
+        del known, keys  # only the plan's ids are needed now
         todo, replaced, gone = plan.todo, plan.replaced, plan.gone
         release_memory()  # the walk's and the plan's transient objects
         stats.new, stats.changed, stats.unchanged = plan.new, plan.changed, plan.unchanged
@@ -417,6 +461,10 @@ def build_index(
             f"{stats.new:,} new, {stats.changed:,} changed, {stats.unchanged:,} unchanged, "
             f"{stats.removed:,} removed"
         )
+        if len(todo) * DECODE_ALL_SHARE > len(cols):
+            # Names the C walk kept raw: decoded all at once (0.05 s for 500k) rather than
+            # a row at a time by each _item (0.34 s for 500k), when many are to be read.
+            cols.names  # noqa: B018
         todo_bytes = int(np.frombuffer(cols.size, dtype=np.int64)[todo].sum()) if len(cols) else 0
         progress.stage("fingerprinting", todo_bytes, unit="bytes")
         pending: list[NewFile] = []
@@ -482,6 +530,8 @@ def build_index(
     finally:
         if pool is not None:
             pool.shutdown()
+        if opening is not None:
+            opening.close()
         if own_store and store is not None:
             store.close()
         _PARAMS, _ANCHORS, _CONTENT = None, None, None

@@ -18,7 +18,7 @@ from sif.core.anchors import AnchorSet
 from sif.fingerprint import FingerprintParams
 from sif.index.checks import checksum_files
 from sif.index.segments import make_files, write_segment
-from sif.index.store import NewFile, ParamSet, param_set
+from sif.index.store import NewFile, ParamSet, origin_keys, param_set
 
 if TYPE_CHECKING:
     from sif.index.duck import DuckStore
@@ -103,6 +103,7 @@ def commit_entries(
     try:
         if added:
             obj = functools.partial(np.array, dtype=object)
+            okeys, ochecks = origin_keys(cols.origins, len(cols.origins), self.path_secret)
             batch = {
                 "id": ids,
                 "path": obj(cols.paths),
@@ -118,14 +119,17 @@ def commit_entries(
                 "origin": obj(cols.origins),
                 "file_size": np.array(cols.file_sizes, dtype=np.int64),
                 "ctime_ns": np.array(cols.ctimes, dtype=np.int64),
+                "origin_key": okeys,
+                "origin_check": ochecks,
             }
             con.register("sif_batch", batch)
             con.execute(
                 "INSERT INTO files (id, params_id, path, dev, ino, size, mtime_ns, kind, "
-                "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns) "
+                "digest, n_fp, n_distinct, segment, view, origin, file_size, ctime_ns, "
+                "origin_key, origin_check) "
                 "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
                 "n_distinct, ?, view, nullif(origin, path), file_size, "
-                f"nullif(ctime_ns, {unknown_ctime}) "
+                f"nullif(ctime_ns, {unknown_ctime}), origin_key, origin_check "
                 "FROM sif_batch",
                 [pid, seg_id],
             )

@@ -32,10 +32,17 @@ is opened (DuckDB checks its blocks' checksums as it reads them), and
 
 Crash safety (SIGKILL at any moment): a commit writes its segment under a
 temporary name, fsyncs and renames it, then commits one DuckDB transaction
-that names it, then publishes a manifest. A crash before the transaction
-leaves an orphan directory that the next writer deletes; a crash after it
-and before the publish is published by the next writer. Readers only ever
-see a published manifest. File ids are never reused.
+that names it, then publishes a manifest. A writer checkpoints the catalog
+when it closes and after a migration, so that the catalog's WAL
+(``catalog.duckdb.wal``) is only ever a killed writer's, which DuckDB's
+recovery replays and the next writer checkpoints at once
+(:mod:`sif.index.catalogdb`); a rebuild checkpoints its catalog before it
+moves it, and folds a killed writer's WAL into the old one first. A crash
+before the transaction leaves an orphan directory that the next writer
+deletes; a crash after it and before the publish is published by the next
+writer; a catalog behind the published manifest (its last commits lost) is
+damage, and nothing is deleted by it. Readers only ever see a published
+manifest. File ids are never reused.
 
 Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 ``sif_migrations``):
@@ -47,13 +54,16 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
   content normalisation mode), with the anchor set's JSON if any, and the
   JSON ``{"time", "roots"}`` of the last ``sif index`` run under it;
 - ``files(id, params_id, path BLOB, dev, ino, size, mtime_ns, kind, digest
-  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns)``:
+  BLOB, n_fp, n_distinct, segment, view, origin BLOB, file_size, ctime_ns,
+  origin_key, origin_check)``:
   the live entries: ``path`` is the entry's (``a.zip!/x.txt`` for a member),
   ``view`` its content view, ``size`` and ``digest`` of its content;
   ``origin`` (NULL when it is ``path``, since schema 6: read it as
   ``coalesce(origin, path)``), ``dev``, ``ino``, ``file_size``, ``mtime_ns`` and ``ctime_ns``
   are those of the file on disk that holds it, which tell whether it changed
   (``ctime_ns`` NULL: indexed before schema 5, unknown, so read again once);
+  ``origin_key`` and ``origin_check`` the two halves of the origin's key
+  (:mod:`sif.pathkeys`, since schema 8), by which a run's plan meets the walk;
 - ``segments(id, params_id, name, files, rows, checks)``: ``checks`` the JSON
   of each file's length and checksum (:func:`sif.index.segments.checksum_files`),
   computed from the files on disk for segments made before schema 5;
@@ -71,7 +81,8 @@ Catalog schema (version :data:`SCHEMA_VERSION`, migrations recorded in
 Split from this module, each a function of the store: a commit
 (:mod:`sif.index.commitcols`), compaction and its policy
 (:mod:`sif.index.compaction`), the files a run's plan compares with
-(:mod:`sif.index.known`).
+(:mod:`sif.index.known`); and the catalog's DuckDB file itself, its connection,
+errors, migrations and WAL (:mod:`sif.index.catalogdb`).
 """
 
 from __future__ import annotations
@@ -81,8 +92,9 @@ import functools
 import json
 import os
 import shutil
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import duckdb
@@ -92,11 +104,13 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.errors import IndexCorrupt, IndexUnusable
 from sif.fingerprint import FingerprintParams
-from sif.index import compaction, indexdir, known
+from sif.index import catalogdb, compaction, indexdir, known
+from sif.index.catalogdb import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from sif.index.catalogdb import catalog_errors as catalog_errors  # re-exported
 from sif.index.checks import Check, checksum_files, corrupt, verify_segment
 from sif.index.commitcols import commit_entries
 from sif.index.manifest import Manifest, dead_sound, publish, read_manifest, same_state
-from sif.index.schema import MIGRATIONS
+from sif.index.schema import PATHKEY_SCHEMA
 from sif.index.segments import Segment
 from sif.index.store import (
     KnownColumns,
@@ -105,16 +119,12 @@ from sif.index.store import (
     ParamSet,
     param_set,
 )
+from sif.pathkeys import secret_check
 
 CATALOG = indexdir.CATALOG
-SCHEMA_VERSION = 7
 #: ``ctime_ns`` of a file indexed before it was recorded (schema 5): it never equals a
 #: file's, so the file is read again once.
 UNKNOWN_CTIME = -(1 << 63)
-
-#: DuckDB's memory limit for the writer's catalog connection (its cache and working
-#: memory; a query that needs more spills into the index's ``tmp/``).
-CATALOG_MEMORY = "32MB"
 
 
 def _own_segment(name: str) -> bool:
@@ -152,36 +162,6 @@ def _writes(method: _M) -> _M:
     return wrapper  # type: ignore[return-value]
 
 
-_NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "quota")
-
-
-@contextlib.contextmanager
-def catalog_errors(path: str) -> Iterator[None]:
-    """Map every DuckDB error to a sif error: the one place for it.
-
-    Damage (a block whose checksum fails, an unreadable file) is
-    :class:`IndexCorrupt`; a full disk, a denied write or memory running out
-    are not damage and are :class:`IndexUnusable` naming the cause. An
-    interrupt passes.
-    """
-    try:
-        yield
-    except duckdb.InterruptException:
-        raise
-    except duckdb.Error as exc:
-        cause = (str(exc).splitlines() or [type(exc).__name__])[0]
-        if isinstance(exc, duckdb.IOException | duckdb.TransactionException) and any(
-            t in cause for t in _NOT_DAMAGE
-        ):
-            raise IndexUnusable(
-                f"cannot write the index {os.path.dirname(path)}: {cause}; "
-                "it keeps its last committed state"
-            ) from exc
-        if isinstance(exc, duckdb.OutOfMemoryException) or any(t in cause for t in _NOT_DAMAGE):
-            raise IndexUnusable(f"{path}: {cause}") from exc
-        raise corrupt(path, cause) from exc
-
-
 def _open_segment(directory: str, check: Check | None = None) -> Segment:
     """A segment the catalog names (under the lock: a missing file is damage)."""
     try:
@@ -206,10 +186,19 @@ class DuckStore:
     the catalog that changes nothing (a re-threshold of ``sif similar``); the
     protocol's writes fail. Errors writing the directory (permission denied, no
     space left) are :class:`IndexUnusable` naming the path and the cause.
+
+    ``cancel``: with ``wait``, the lock is polled, and setting the event gives up the
+    wait (:class:`sif.index.indexdir.Cancelled`; :mod:`sif.index.opening`).
     """
 
     def __init__(
-        self, root: str, *, wait: bool = False, rebuild: bool = False, read_only: bool = False
+        self,
+        root: str,
+        *,
+        wait: bool = False,
+        rebuild: bool = False,
+        read_only: bool = False,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.root = self.directory = os.path.abspath(root)
         self._staging: str | None = None
@@ -217,6 +206,7 @@ class DuckStore:
         """The segments this store's commits wrote, by parameter set (see :meth:`_tidy`)."""
         self._lock_fd = -1
         self._exclusive = not read_only
+        self._secret: bytes | None = None
         if read_only:
             if not os.path.exists(os.path.join(self.root, CATALOG)):
                 raise IndexUnusable(f"no index at {self.root} yet")
@@ -224,11 +214,12 @@ class DuckStore:
         else:
             indexdir.prepare(self.root)
         try:
-            self._lock_fd = indexdir.lock(self.root, wait, shared=read_only)
+            self._lock_fd = indexdir.lock(self.root, wait, shared=read_only, cancel=cancel)
             if read_only:
                 self._con = self._connect(read_only=True)
                 self._check_schema()
                 return
+            self._given_up(cancel)
             indexdir.mark(self.root)
             indexdir.check_layout(self.root, repair=rebuild)
             indexdir.clear_staging(self.root)
@@ -236,7 +227,10 @@ class DuckStore:
                 self._start_rebuild()
                 return
             self._con = self._connect()
+            self._given_up(cancel)
+            self._secret = self._open_secret()
             self._migrate()
+            self._check_secret(self._secret)
             self._recover()
         except BaseException as exc:
             self.close()
@@ -246,6 +240,12 @@ class DuckStore:
             raise
 
     # --- exclusivity --------------------------------------------------------------
+
+    @staticmethod
+    def _given_up(cancel: threading.Event | None) -> None:
+        """Stop opening (nothing written yet) once ``cancel`` is set."""
+        if cancel is not None and cancel.is_set():
+            raise indexdir.Cancelled("the index was not opened: stopped")
 
     def _unlock(self) -> None:
         indexdir.unlock(self._lock_fd, self._exclusive)
@@ -260,6 +260,8 @@ class DuckStore:
         self._staging = self.root = indexdir.temp_dir(tmp, indexdir.STAGING_PREFIX)
         os.makedirs(os.path.join(self.root, "segments"))
         self._con = self._connect()
+        # The index's secret: kept (the walk used it), or made anew if it is damaged.
+        self._secret = indexdir.ensure_pathkey(self.directory)
         self._migrate()
         last_segment, last_generation = indexdir.used_numbers(self.directory)
         self._set_meta("next_segment_id", last_segment + 1)
@@ -272,14 +274,19 @@ class DuckStore:
         deletes the moved segments as orphans); after, the next writer publishes.
         """
         home, stage = self.directory, self.root
+        catalogdb.checkpoint(self._con)  # all in the file that moves: no WAL of its own
         self._con.close()
         self._con = None  # type: ignore[assignment]
+        catalogdb.fold_wal(home, home)  # a killed writer's WAL, into the old catalog
         segdir = os.path.join(home, "segments")
         os.makedirs(segdir, exist_ok=True)
         for name in os.listdir(os.path.join(stage, "segments")):
             os.rename(os.path.join(stage, "segments", name), os.path.join(segdir, name))
         indexdir.fsync_dir(segdir)
-        with contextlib.suppress(FileNotFoundError):  # the old catalog's, never this one's
+        # The old catalog's WAL, never the new one's to replay; one is left only when
+        # DuckDB could not fold it (a damaged catalog), and a kill right after this
+        # finds the catalog behind its manifest, which _recover refuses.
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(home, CATALOG + ".wal"))
         os.replace(os.path.join(stage, CATALOG), os.path.join(home, CATALOG))
         indexdir.fsync_dir(home)
@@ -288,89 +295,47 @@ class DuckStore:
         self._publish()
         shutil.rmtree(stage, ignore_errors=True)
 
-    # --- the catalog ----------------------------------------------------------------
+    # --- the catalog (sif.index.catalogdb) ------------------------------------------
 
     def _connect(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        path = os.path.join(self.root, CATALOG)
-        con = None
-        try:
-            with catalog_errors(path):
-                if read_only:
-                    con = duckdb.connect(path, read_only=True)
-                else:
-                    # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB
-                    # -> 0.27 MB for 2,450 files); the setting only applies at creation.
-                    # The writer's buffers are capped (a catalog of 1 M files is ~150 MB,
-                    # which DuckDB would otherwise keep cached; 128MB: 623 MB summed at
-                    # 1 M files, 32MB: 493 MB); it spills into tmp/.
-                    config: dict[str, str | bool | int | float | list[str]] = {
-                        "default_block_size": "16384",
-                        "memory_limit": CATALOG_MEMORY,
-                        "allocator_flush_threshold": "16MB",  # freed buffers go back sooner
-                        "temp_directory": os.path.join(self.directory, "tmp"),
-                    }
-                    con = duckdb.connect(path, config=config)
-                tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
-                if tables and "sif_meta" in tables:
-                    app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
-                    if not app or app[0] != "sif":
-                        raise corrupt(path, "not a sif index")
-                elif tables - {"sif_migrations"}:  # alone: killed while it was created
-                    raise corrupt(path, "not a sif index")
-                self._read_all(con, sorted(tables))
-        except BaseException:
-            if con is not None:
-                with contextlib.suppress(duckdb.Error):
-                    con.close()
-            raise
-        return con
-
-    @staticmethod
-    def _read_all(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> None:
-        """Read every row of ``tables`` once: DuckDB checks each block's checksum as it
-        reads it, so damage shows here, as one error, not later in some query. Cost: a
-        scan of the catalog (a few ms for 38k files)."""
-        for t in tables:
-            con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchall()
+        return catalogdb.connect(self.root, self.directory, read_only)
 
     def _migrate(self) -> None:
-        con = self._con
-        with catalog_errors(os.path.join(self.root, CATALOG)):
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS sif_migrations "
-                "(version INTEGER, name VARCHAR, applied_at TIMESTAMP)"
+        assert self._secret is not None
+        catalogdb.migrate(self._con, self.root, self._secret)
+
+    # --- the path keys' secret (sif.pathkeys, indexdir.PATHKEY) -------------------------
+
+    def _open_secret(self) -> bytes:
+        """The secret of the index's path keys: made if the catalog has no keys under one
+        yet (new, or before schema 9: the migration computes them), else read
+        (:class:`IndexCorrupt` when it is missing or damaged)."""
+        version = catalogdb.schema_version(self._con, self.root)
+        if version is None or version < PATHKEY_SCHEMA:
+            return indexdir.ensure_pathkey(self.directory)
+        return indexdir.read_pathkey(self.directory)
+
+    def _check_secret(self, secret: bytes) -> None:
+        """:class:`IndexCorrupt` unless ``secret`` is the one the catalog's keys are under
+        (its check, recorded by the migration to schema 9)."""
+        if self._meta("path_key") != secret_check(secret):
+            raise corrupt(
+                os.path.join(self.directory, indexdir.PATHKEY),
+                "not the secret of the catalog's keys",
             )
-            done = {r[0] for r in con.execute("SELECT version FROM sif_migrations").fetchall()}
-            if done and max(done) > SCHEMA_VERSION:
-                raise IndexCorrupt(
-                    f"{self.root}: index schema {max(done)} is newer than this sif "
-                    f"({SCHEMA_VERSION}); upgrade sif or use --rebuild"
-                )
-            for version, name, step in MIGRATIONS:
-                if version in done:
-                    continue
-                con.execute("BEGIN TRANSACTION")
-                step(con)
-                con.execute(
-                    "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)",
-                    [version, name],
-                )
-                con.execute("COMMIT")
+
+    @property
+    def path_secret(self) -> bytes:
+        """The secret of the index's path keys (:mod:`sif.pathkeys`); a reader's is read
+        when first asked, and checked against the catalog."""
+        if self._secret is None:
+            secret = indexdir.read_pathkey(self.directory)
+            self._check_secret(secret)
+            self._secret = secret
+        return self._secret
 
     def _check_schema(self) -> None:
-        path = os.path.join(self.root, CATALOG)
-        try:
-            row = self._con.execute("SELECT max(version) FROM sif_migrations").fetchone()
-        except duckdb.Error as exc:
-            raise corrupt(path, "a catalog without migrations") from exc
-        version = row[0] if row else None
-        if version is None or version > SCHEMA_VERSION:
-            raise corrupt(path, f"index schema {version}, this sif reads {SCHEMA_VERSION}")
-        if version < SCHEMA_VERSION:
-            raise IndexUnusable(
-                f"{self.root}: index schema {version} is older than this sif's "
-                f"({SCHEMA_VERSION}); 'sif index' migrates it"
-            )
+        catalogdb.check_schema(self._con, self.root)
 
     def _meta(self, key: str) -> str:
         with catalog_errors(os.path.join(self.root, CATALOG)):
@@ -394,6 +359,19 @@ class DuckStore:
         segdir = os.path.join(self.root, "segments")
         os.makedirs(segdir, exist_ok=True)
         catalog = os.path.join(self.root, CATALOG)
+        try:
+            published = read_manifest(self.root)
+        except (FileNotFoundError, IndexCorrupt):
+            published = None
+        if (
+            published is not None
+            and (generation := self._int_meta("generation")) < published.generation
+        ):  # never delete by a catalog that lost commits (a WAL gone, a file put back)
+            raise corrupt(
+                catalog,
+                f"generation {generation}, behind the published {published.generation}: "
+                "its last commits are lost",
+            )
         with catalog_errors(catalog):
             rows = self._con.execute("SELECT id, name, checks FROM segments").fetchall()
         named = {r[1] for r in rows}
@@ -412,10 +390,6 @@ class DuckStore:
                         "UPDATE segments SET checks = ? WHERE id = ?",
                         [json.dumps(checksum_files(directory)), seg_id],
                     )
-        try:
-            published = read_manifest(self.root)
-        except (FileNotFoundError, IndexCorrupt):
-            published = None
         if (
             published is None
             or not same_state(published, self.recorded_state())
@@ -430,8 +404,11 @@ class DuckStore:
 
         Returns the number of segments checked; raises :class:`IndexCorrupt`
         naming the first damaged file. What ``sif index`` does before it builds
-        on the index. Cost: one read of every segment (XXH3, several GB/s).
+        on the index. Cost: one read of every segment (XXH3, several GB/s). The
+        path keys' secret is checked against the catalog too.
         """
+        if self._staging is None:
+            self._check_secret(indexdir.read_pathkey(self.directory))
         for name, check in self._checks().items():
             directory = os.path.join(self.root, "segments", name)
             _open_segment(directory, check).close()
@@ -484,7 +461,7 @@ class DuckStore:
         if pid is None:
             return KnownColumns.empty()
         with catalog_errors(os.path.join(self.root, CATALOG)):
-            return known.known_columns(self, pid)
+            return known.known_columns(self, pid, self.path_secret)
 
     @_writes
     def commit(
@@ -623,7 +600,14 @@ class DuckStore:
         self._con = None  # type: ignore[assignment]
         try:
             if con is not None:
-                with catalog_errors(os.path.join(self.root, CATALOG)):
+                catalog = os.path.join(self.root, CATALOG)
+                if self._exclusive and self._staging is None and catalogdb.wal_size(catalog):
+                    # The run's commits into the catalog's file (catalogdb.WAL_LIMIT): no
+                    # WAL for the next writer or a reader to replay. Whatever fails here
+                    # leaves the WAL, which DuckDB's recovery replays.
+                    with contextlib.suppress(duckdb.Error):
+                        catalogdb.checkpoint(con)
+                with catalog_errors(catalog):
                     con.close()
         finally:
             if self._staging is not None:

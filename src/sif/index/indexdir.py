@@ -20,6 +20,7 @@ import fcntl
 import os
 import re
 import stat
+import threading
 
 from sif.errors import IndexCorrupt, IndexInUse, IndexUnusable
 
@@ -29,18 +30,24 @@ MARKER_FORMAT = 1
 MARKER_TEXT = (
     f"sif-index {MARKER_FORMAT}\n"
     "This directory is a sif index. sif writes and deletes only its own entries here:\n"
-    "SIF-INDEX, lock, catalog.duckdb, catalog.duckdb.wal, CURRENT, segments/, manifests/,\n"
-    "anchors/ and tmp/.\n"
+    "SIF-INDEX, lock, catalog.duckdb, catalog.duckdb.wal, CURRENT, pathkey, segments/,\n"
+    "manifests/, anchors/ and tmp/.\n"
 )
 CATALOG = "catalog.duckdb"
 LOCK = "lock"
+#: The secret of the index's path keys (:mod:`sif.pathkeys`): :data:`PATHKEY_BYTES`
+#: random bytes, made with the index (or by the migration to schema 9), never changed
+#: but by ``--rebuild`` of an index whose one is damaged.
+PATHKEY = "pathkey"
+PATHKEY_BYTES = 32  # sif.pathkeys.SECRET_BYTES (not imported: readers never need numpy here)
 #: Directories of the layout, and files (sif may replace either kind under ``--rebuild``).
 LAYOUT_DIRS = ("segments", "manifests", "anchors", "tmp")
-LAYOUT_FILES = (CATALOG, CATALOG + ".wal", "CURRENT")
+LAYOUT_FILES = (CATALOG, CATALOG + ".wal", "CURRENT", PATHKEY)
 #: ... and ``catalog.duckdb.tmp/``, where DuckDB spills when no ``temp_directory`` is set.
 OWN_NAMES = frozenset((MARKER, LOCK, *LAYOUT_DIRS, *LAYOUT_FILES, CATALOG + ".tmp"))
-#: Temporaries: ``CURRENT.tmpPID`` (before mkstemp), ``CURRENT.tmpXXXXXXXX``, the marker's.
-_OWN_TEMP = re.compile(r"(CURRENT|SIF-INDEX)\.tmp[A-Za-z0-9_]*\Z")
+#: Temporaries: ``CURRENT.tmpPID`` (before mkstemp), ``CURRENT.tmpXXXXXXXX``, the marker's
+#: and the path key's.
+_OWN_TEMP = re.compile(r"(CURRENT|SIF-INDEX|pathkey)\.tmp[A-Za-z0-9_]*\Z")
 SEGMENT_NAME = re.compile(r"seg-(\d+)(\.[A-Za-z0-9_.]*)?\Z")
 MANIFEST_NAME = re.compile(r"gen-(\d+)\.[A-Za-z0-9_.]*\Z")
 #: A rebuild is built in ``tmp/rebuild-XXXXXXXX`` and swapped in when complete.
@@ -180,6 +187,74 @@ def mark(root: str) -> None:
     fsync_dir(root)
 
 
+def _read_pathkey(root: str) -> bytes | str:
+    """The secret in ``root``'s :data:`PATHKEY`, or why there is none (a cause)."""
+    path = os.path.join(root, PATHKEY)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        data = os.read(fd, PATHKEY_BYTES + 1)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+    if len(data) != PATHKEY_BYTES:
+        return f"{len(data)} bytes, not {PATHKEY_BYTES}"
+    return data
+
+
+def read_pathkey(root: str) -> bytes:
+    """The secret of the index at ``root`` (:data:`PATHKEY`); :class:`IndexCorrupt` when
+    it is missing or damaged (the catalog's keys were made with it: ``--rebuild``)."""
+    got = _read_pathkey(root)
+    if isinstance(got, str):
+        raise _corrupt(os.path.join(root, PATHKEY), got)
+    return got
+
+
+def peek_pathkey(root: str) -> bytes | None:
+    """The secret of the index at ``root`` as it is now, without the lock, or ``None``
+    (a guess for the walk: the run's plan checks it against the store's)."""
+    got = _read_pathkey(root)
+    return None if isinstance(got, str) else got
+
+
+def ensure_pathkey(root: str) -> bytes:
+    """The secret of the index at ``root``, made (under the writer's lock) if it is
+    missing or damaged: for a catalog that has no keys under it yet (a new one, a
+    rebuild's, one migrated to schema 9). Written whole under a temporary name, then
+    renamed, readable by its owner and group only."""
+    got = _read_pathkey(root)
+    if isinstance(got, bytes):
+        return got
+    secret = os.urandom(PATHKEY_BYTES)
+    fd, tmp = temp_file(root, PATHKEY + ".tmp")
+    try:
+        os.fchmod(fd, 0o660 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            f.write(secret)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(root, PATHKEY))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(root)
+    return secret
+
+
+def _corrupt(path: str, cause: str) -> IndexCorrupt:
+    """:class:`IndexCorrupt` for a damaged file of the index (``--rebuild`` cures it)."""
+    return IndexCorrupt(f"index corrupt: {path} ({cause}); run with --rebuild")
+
+
 def check_layout(root: str, repair: bool) -> None:
     """Each entry of the layout is absent or of its kind (directory or regular file).
 
@@ -215,12 +290,25 @@ def check_layout(root: str, repair: bool) -> None:
         raise IndexCorrupt(f"index corrupt: {path} ({what}); run with --rebuild")
 
 
-def lock(root: str, wait: bool, shared: bool = False) -> int:
+#: How often :func:`lock` tries again while it waits with a ``cancel`` event.
+LOCK_POLL = 0.05
+
+
+class Cancelled(Exception):
+    """The opening of the index was given up: its ``cancel`` event was set."""
+
+
+def lock(root: str, wait: bool, shared: bool = False, cancel: threading.Event | None = None) -> int:
     """flock ``lock``: exclusive for the writer (which writes its pid), else shared.
 
     Never through a symbolic link, never anything but a regular file: a
     ``lock`` of another kind is :class:`IndexCorrupt`, and is left alone.
     A reader that may not create it (a read-only index) does without.
+
+    ``wait`` blocks while another process holds it; with ``cancel`` (a thread that
+    opens the index while its caller walks, :mod:`sif.index.opening`), it tries every
+    :data:`LOCK_POLL` seconds instead and raises :class:`Cancelled` once ``cancel`` is
+    set (a thread blocked in ``flock`` would hold on until the other writer let go).
     """
     path = os.path.join(root, LOCK)
     flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_CREAT
@@ -248,7 +336,7 @@ def lock(root: str, wait: bool, shared: bool = False) -> int:
         )
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
-        fcntl.flock(fd, mode | (0 if wait else fcntl.LOCK_NB))
+        _flock(fd, mode, wait, cancel)
     except OSError as exc:
         pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
         os.close(fd)
@@ -266,6 +354,24 @@ def lock(root: str, wait: bool, shared: bool = False) -> int:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def _flock(fd: int, mode: int, wait: bool, cancel: threading.Event | None) -> None:
+    """flock ``fd``: at once (else ``OSError``), blocking with ``wait``, or with ``wait``
+    and ``cancel`` polled (:class:`Cancelled`; ``fd`` closed)."""
+    if not wait or cancel is None:
+        fcntl.flock(fd, mode | (0 if wait else fcntl.LOCK_NB))
+        return
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+        if cancel.wait(LOCK_POLL):
+            os.close(fd)
+            raise Cancelled("the index was not opened: stopped while waiting for it")
 
 
 def unlock(fd: int, exclusive: bool) -> None:

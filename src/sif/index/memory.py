@@ -30,6 +30,7 @@ from sif.index.store import (
     param_set,
     view_code,
 )
+from sif.pathkeys import new_secret
 
 Columns = dict[str, npt.NDArray[Any]]
 
@@ -70,6 +71,8 @@ class MemoryIndex:
         self._run: tuple[str, int, str | None] | None = None  # key, stopped, walk digest
         self._pairs: Columns = {}
         self._tmp: str | None = None
+        self.path_secret = new_secret()
+        """The secret of its path keys (:mod:`sif.pathkeys`)."""
 
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
         return self.known_columns(params).by_origin()
@@ -78,13 +81,14 @@ class MemoryIndex:
         rows = list(self._files.get(param_set(params), {}).values())
         origins = [origin for _, _, origin, _ in rows]
         return KnownColumns(
-            *origin_keys(map(os.fsencode, origins), len(origins)),
+            *origin_keys(map(os.fsencode, origins), len(origins), self.path_secret),
             np.array([f.id for f, _, _, _ in rows], dtype=np.uint32),
             np.array([f.dev for f, _, _, _ in rows], dtype=np.uint64),
             np.array([f.ino for f, _, _, _ in rows], dtype=np.uint64),
             np.array([size for _, _, _, size in rows], dtype=np.int64),
             np.array([f.mtime_ns for f, _, _, _ in rows], dtype=np.int64),
             origins=lambda at: [origins[i] for i in at.tolist()],
+            secret=self.path_secret,
         )
 
     def commit(

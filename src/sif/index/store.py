@@ -12,20 +12,20 @@ is an in-memory double of both, for tests of the logic above them.
 
 from __future__ import annotations
 
-import itertools
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-import xxhash
 
 from sif.core.anchors import AnchorSet
 from sif.errors import ConfigError
 from sif.fingerprint import FingerprintParams
 from sif.index.scan import ScannedFile
+from sif.pathkeys import path_keys
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -121,37 +121,21 @@ class KnownFile:
     mtime_ns: int
 
 
-def origin_key(origin: bytes) -> bytes:
-    """The 128-bit key of an origin's bytes (its path as the file system spells it), by
-    which :class:`KnownColumns` and a walk meet without a Python string per file."""
-    return xxhash.xxh3_128_digest(origin)
-
-
-def origin_keys(origins: Iterable[bytes], n: int) -> tuple[U64, U64]:
-    """The :func:`origin_key` of ``n`` origins as two columns: its first 64 bits (sorted
-    and searched) and its other 64 (compared where the first meet), made
-    :data:`KEY_CHUNK` at a time (a bytes object each only for a chunk)."""
-    keys, checks = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
-    it = iter(origins)
-    for start in range(0, n, KEY_CHUNK):
-        m = min(KEY_CHUNK, n - start)
-        raw = b"".join(map(origin_key, itertools.islice(it, m)))
-        if len(raw) != 16 * m:
-            raise ValueError("fewer origins than counted")
-        halves = np.frombuffer(raw, dtype=np.uint64).reshape(m, 2)
-        keys[start : start + m], checks[start : start + m] = halves[:, 0], halves[:, 1]
-    return keys, checks
-
-
-#: Origins hashed at a time by :func:`origin_keys`.
-KEY_CHUNK = 1 << 16
+def origin_keys(origins: Iterable[bytes], n: int, secret: bytes) -> tuple[U64, U64]:
+    """The :func:`sif.pathkeys.path_key` under ``secret`` of ``n`` origins (their paths
+    as the file system spells them) as two columns: the first halves (sorted and
+    searched) and the second (compared where the first meet). The catalog keeps them with
+    each entry, and the walk computes those of the paths it meets: the two meet without a
+    Python string a file."""
+    keys = path_keys(origins, n, secret)
+    return np.ascontiguousarray(keys[:, 0]), np.ascontiguousarray(keys[:, 1])
 
 
 @dataclass(frozen=True)
 class KnownColumns:
     """Every live entry of a parameter set, one row per entry, as columns, in no order.
 
-    ``keys[i]`` and ``checks[i]`` are the two halves of the :func:`origin_key`
+    ``keys[i]`` and ``checks[i]`` are the two halves of the key
     of the path on disk of the file that holds entry ``ids[i]`` (:func:`origin_keys`),
     and ``origins(rows)`` gives those paths for some
     rows (the store reads them then: at a million files, a string a row and
@@ -176,6 +160,16 @@ class KnownColumns:
         default=lambda rows: [], repr=False
     )
     """The origins of the rows ``rows`` (positions in these columns), in that order."""
+    origins_under: (
+        Callable[[npt.NDArray[np.int64], Sequence[str]], tuple[npt.NDArray[np.int64], list[str]]]
+        | None
+    ) = field(default=None, repr=False)
+    """The rows among ``rows`` whose origin is one of ``roots`` or lies under one, and
+    their origins, the store choosing them (the rows a run did not meet are every other
+    root's entries: 400k paths read to keep a few); ``None``: :attr:`origins` and a test
+    of each here."""
+    secret: bytes = field(default=b"", repr=False)
+    """The secret :attr:`keys` and :attr:`checks` are under (the store's)."""
 
     @classmethod
     def empty(cls) -> KnownColumns:
@@ -305,6 +299,11 @@ class IndexReader(Protocol):
 class IndexStore(Protocol):
     """The writer's side: exclusive while open."""
 
+    @property
+    def path_secret(self) -> bytes:
+        """The secret of the store's path keys (:mod:`sif.pathkeys`)."""
+        ...
+
     def known_files(self, params: FingerprintParams | ParamSet) -> dict[str, KnownFile]:
         """Every file on disk with live entries under ``params``, by its path on disk."""
         ...
@@ -349,7 +348,11 @@ class IndexStore(Protocol):
 
 
 def open_store(
-    path: str | os.PathLike[str] | None = None, *, wait: bool = False, rebuild: bool = False
+    path: str | os.PathLike[str] | None = None,
+    *,
+    wait: bool = False,
+    rebuild: bool = False,
+    cancel: threading.Event | None = None,
 ) -> IndexStore:
     """Open the index at ``path`` (default :func:`default_index_path`) for writing.
 
@@ -363,11 +366,14 @@ def open_store(
     index); only sif's own files are ever deleted. Raises
     :class:`sif.errors.IndexCorrupt` for a file that is not a readable sif
     index, :class:`sif.errors.IndexUnusable` when the directory cannot be
-    created or written (permission denied, no space left).
+    created or written (permission denied, no space left). ``cancel``: an event that,
+    set, gives up a ``wait`` (:class:`sif.index.indexdir.Cancelled`).
     """
     from sif.index.duck import DuckStore
 
-    return DuckStore(os.fspath(path or default_index_path()), wait=wait, rebuild=rebuild)
+    return DuckStore(
+        os.fspath(path or default_index_path()), wait=wait, rebuild=rebuild, cancel=cancel
+    )
 
 
 def open_reader(path: str | os.PathLike[str] | None = None) -> IndexReader:

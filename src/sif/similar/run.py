@@ -403,7 +403,7 @@ def _reuse_unchanged(
     stats.files = len(files["id"])
     stats.reused = True
     stats.pairs_collated = len(cols["a"])
-    stats.index = IndexStats(unchanged=walked_files, walk_digest=digest)
+    stats.index = IndexStats(unchanged=walked_files, digest=digest)
     stats.index.seconds = stats.seconds_index = time.perf_counter() - t0
     progress.log(f"nothing changed under the roots: reusing {len(cols['a']):,} stored pairs")
     return cols, files

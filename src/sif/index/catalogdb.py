@@ -1,0 +1,203 @@
+"""The catalog's DuckDB file (split from :mod:`sif.index.duck`): its connection, the
+mapping of DuckDB's errors, the schema's migrations applied or checked, and its WAL.
+
+:func:`connect` opens ``catalog.duckdb`` (the writer's within :data:`CATALOG_MEMORY`)
+and reads every table once; :func:`migrate` brings its schema to
+:data:`SCHEMA_VERSION` (:mod:`sif.index.schema`), :func:`check_schema` refuses any
+other for a reader; :func:`catalog_errors` is the one place where a DuckDB error
+becomes a sif error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+
+import duckdb
+
+from sif.errors import IndexCorrupt, IndexUnusable
+from sif.index.checks import corrupt
+from sif.index.indexdir import CATALOG
+from sif.index.schema import MIGRATIONS, SCHEMA_VERSION
+
+#: DuckDB checkpoints the writer's WAL on its own once it holds this much (its default:
+#: 16 MB), and the writer checkpoints whatever WAL is left when it closes: the catalog
+#: is whole in its file after every run, and a WAL is left only by a writer killed,
+#: for DuckDB's recovery (then at most this much and one commit). What the WAL holds
+#: DuckDB keeps in memory (IN_MEMORY_TABLE, not evicted) within the catalog's
+#: :data:`CATALOG_MEMORY` until a checkpoint; a writer left 8 MB for the next one
+#: before, and 6 MB of it made a plan's query fail under a smaller limit.
+WAL_LIMIT = "4MB"
+
+
+def wal_size(catalog: str) -> int:
+    """The size of ``catalog``'s WAL (0: none)."""
+    try:
+        return os.path.getsize(catalog + ".wal")
+    except OSError:
+        return 0
+
+
+#: DuckDB's memory limit for the writer's catalog connection (its cache and working
+#: memory; a query that needs more spills into the index's ``tmp/``).
+CATALOG_MEMORY = "32MB"
+
+_NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "quota")
+
+
+@contextlib.contextmanager
+def catalog_errors(path: str) -> Iterator[None]:
+    """Map every DuckDB error to a sif error: the one place for it.
+
+    Damage (a block whose checksum fails, an unreadable file) is
+    :class:`IndexCorrupt`; a full disk, a denied write or memory running out
+    are not damage and are :class:`IndexUnusable` naming the cause. An
+    interrupt passes.
+    """
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        cause = (str(exc).splitlines() or [type(exc).__name__])[0]
+        if isinstance(exc, duckdb.IOException | duckdb.TransactionException) and any(
+            t in cause for t in _NOT_DAMAGE
+        ):
+            raise IndexUnusable(
+                f"cannot write the index {os.path.dirname(path)}: {cause}; "
+                "it keeps its last committed state"
+            ) from exc
+        if isinstance(exc, duckdb.OutOfMemoryException) or any(t in cause for t in _NOT_DAMAGE):
+            raise IndexUnusable(f"{path}: {cause}") from exc
+        raise corrupt(path, cause) from exc
+
+
+def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Write what the WAL holds into the catalog's file (DuckDB then deletes the WAL)."""
+    con.execute("CHECKPOINT")
+
+
+def connect(root: str, directory: str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """The catalog of ``root`` (the index at ``directory``, or a rebuild's stage in it),
+    every table read once; :class:`IndexCorrupt` for one that is not sif's or damaged.
+    A writer checkpoints at once a WAL that a killed writer left (DuckDB replayed it)."""
+    path = os.path.join(root, CATALOG)
+    con = None
+    left = not read_only and wal_size(path) > 0
+    try:
+        with catalog_errors(path):
+            if read_only:
+                con = duckdb.connect(path, read_only=True)
+            else:
+                # 16 KiB blocks instead of 256 KiB: a small catalog stays small (1.1 MB
+                # -> 0.27 MB for 2,450 files); the setting only applies at creation.
+                # The writer's buffers are capped (a catalog of 1 M files is ~150 MB,
+                # which DuckDB would otherwise keep cached; 128MB: 623 MB summed at
+                # 1 M files, 32MB: 493 MB); it spills into tmp/.
+                config: dict[str, str | bool | int | float | list[str]] = {
+                    "default_block_size": "16384",
+                    "memory_limit": CATALOG_MEMORY,
+                    "allocator_flush_threshold": "16MB",  # freed buffers go back sooner
+                    "temp_directory": os.path.join(directory, "tmp"),
+                    "checkpoint_threshold": WAL_LIMIT,
+                }
+                con = duckdb.connect(path, config=config)
+                # The writer checkpoints when it closes (DuckStore.close), itself: a
+                # failure there is its own, and a test can leave a WAL as a kill does.
+                con.execute("PRAGMA disable_checkpoint_on_shutdown")
+            tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+            if tables and "sif_meta" in tables:
+                app = con.execute("SELECT value FROM sif_meta WHERE key = 'app'").fetchone()
+                if not app or app[0] != "sif":
+                    raise corrupt(path, "not a sif index")
+            elif tables - {"sif_migrations"}:  # alone: killed while it was created
+                raise corrupt(path, "not a sif index")
+            read_all(con, sorted(tables))
+            if left:  # its rows held in memory until then (see WAL_LIMIT)
+                checkpoint(con)
+    except BaseException:
+        if con is not None:
+            with contextlib.suppress(duckdb.Error):
+                con.close()
+        raise
+    return con
+
+
+def read_all(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> None:
+    """Read every row of ``tables`` once: DuckDB checks each block's checksum as it
+    reads it, so damage shows here, as one error, not later in some query. Cost: a
+    scan of the catalog (a few ms for 38k files)."""
+    for t in tables:
+        con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchall()
+
+
+def fold_wal(root: str, directory: str) -> None:
+    """Checkpoint the catalog of ``root`` if a killed writer left it a WAL (a rebuild's
+    old catalog, before the new one replaces it: the WAL goes then, and a kill between
+    must not find the old catalog without its last commits). A catalog DuckDB cannot
+    open is left as it is: damaged, what the rebuild replaces."""
+    if wal_size(os.path.join(root, CATALOG)):
+        with contextlib.suppress(duckdb.Error, IndexCorrupt, IndexUnusable):
+            connect(root, directory).close()
+
+
+def schema_version(con: duckdb.DuckDBPyConnection, root: str) -> int | None:
+    """The schema of the catalog of ``root`` (``None``: a new one, no migration yet)."""
+    with catalog_errors(os.path.join(root, CATALOG)):
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        if "sif_migrations" not in tables:
+            return None
+        row = con.execute("SELECT max(version) FROM sif_migrations").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def migrate(con: duckdb.DuckDBPyConnection, root: str, secret: bytes) -> None:
+    """Apply the migrations the catalog of ``root`` lacks, each in its own transaction,
+    then checkpoint (a new schema is never left in the WAL, for a reader to replay or a
+    later DuckDB to meet); :class:`IndexCorrupt` for a schema newer than this sif's.
+    ``secret``: the index's path-key secret (schema 9 computes the keys with it)."""
+    with catalog_errors(os.path.join(root, CATALOG)):
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS sif_migrations "
+            "(version INTEGER, name VARCHAR, applied_at TIMESTAMP)"
+        )
+        done = {r[0] for r in con.execute("SELECT version FROM sif_migrations").fetchall()}
+        if done and max(done) > SCHEMA_VERSION:
+            raise IndexCorrupt(
+                f"{root}: index schema {max(done)} is newer than this sif "
+                f"({SCHEMA_VERSION}); upgrade sif or use --rebuild"
+            )
+        applied = False
+        for version, name, step in MIGRATIONS:
+            if version in done:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            step(con, secret)
+            con.execute(
+                "INSERT INTO sif_migrations VALUES (?, ?, current_timestamp)",
+                [version, name],
+            )
+            con.execute("COMMIT")
+            applied = True
+        if applied:
+            checkpoint(con)
+
+
+def check_schema(con: duckdb.DuckDBPyConnection, root: str) -> None:
+    """For a reader: the catalog of ``root`` is of :data:`SCHEMA_VERSION`, else
+    :class:`IndexCorrupt` (newer, or none) or :class:`IndexUnusable` (older: a writer
+    migrates it)."""
+    path = os.path.join(root, CATALOG)
+    try:
+        row = con.execute("SELECT max(version) FROM sif_migrations").fetchone()
+    except duckdb.Error as exc:
+        raise corrupt(path, "a catalog without migrations") from exc
+    version = row[0] if row else None
+    if version is None or version > SCHEMA_VERSION:
+        raise corrupt(path, f"index schema {version}, this sif reads {SCHEMA_VERSION}")
+    if version < SCHEMA_VERSION:
+        raise IndexUnusable(
+            f"{root}: index schema {version} is older than this sif's "
+            f"({SCHEMA_VERSION}); 'sif index' migrates it"
+        )
