@@ -156,10 +156,10 @@ def test_stored_pairs_of_an_older_schema_load_as_exact(tmp_path: Path) -> None:
     for v, _, step in MIGRATIONS:
         if v == 7:
             break
-        step(con)
+        step(con, b"")  # no secret before schema 9
     con.execute("INSERT INTO similar_runs VALUES ('k', 0, 1, current_timestamp, NULL)")
     con.execute("INSERT INTO similar_pairs VALUES (1, 2, 3, 3, 3, 0.5, 0.25)")
-    next(step for v, _, step in MIGRATIONS if v == 7)(con)
+    next(step for v, _, step in MIGRATIONS if v == 7)(con, b"")
     got = pairs.load_pairs(con, "k")
     assert got is not None
     cols, _ = got
