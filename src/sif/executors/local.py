@@ -151,8 +151,8 @@ class WorkerPool:
 
     def watch(self) -> None:
         """Called now and then by whoever waits for a task: a worker dead for
-        :data:`GRACE_S` s while the pool is not broken ends the pool (:meth:`_unstick`),
-        whose tasks then raise :class:`WorkerDied`."""
+        :data:`GRACE_S` s while a task is still awaited ends the pool (:meth:`_unstick`),
+        whose tasks then raise :class:`WorkerDied` (a broken pool's have already)."""
         if self._unstuck:
             return
         if not multiprocessing.connection.wait([p.sentinel for p in self._workers], timeout=0):
@@ -171,26 +171,31 @@ class WorkerPool:
         if self._unstuck:
             return
         self._unstuck = True
-        for p in self._workers:
-            if p.exitcode is None:
-                p.terminate()
-        pending = [p.sentinel for p in self._workers]
-        deadline = time.monotonic() + END_S
-        while pending:
-            left = deadline - time.monotonic()
-            ready = multiprocessing.connection.wait(pending, timeout=max(0.0, left))
-            pending = [s for s in pending if s not in ready]
-            if pending and left <= 0:
-                for p in self._workers:
-                    if p.sentinel in pending:
-                        with contextlib.suppress(OSError):
-                            p.kill()
-                deadline = time.monotonic() + END_S
         results = getattr(self._executor, "_result_queue", None)
         writer = getattr(results, "_writer", None)
-        if writer is not None:
-            with contextlib.suppress(OSError):
-                writer.close()
+        try:
+            for p in self._workers:
+                if p.exitcode is None:
+                    p.terminate()
+            pending = [p.sentinel for p in self._workers]
+            deadline = time.monotonic() + END_S
+            while pending:
+                left = deadline - time.monotonic()
+                ready = multiprocessing.connection.wait(pending, timeout=max(0.0, left))
+                pending = [s for s in pending if s not in ready]
+                if pending and left <= 0:
+                    for p in self._workers:
+                        if p.sentinel in pending:
+                            with contextlib.suppress(OSError):
+                                p.kill()
+                    deadline = time.monotonic() + END_S
+        finally:
+            # Even when interrupted (a second Ctrl-C) while a worker is slow to die: the
+            # pipe reaches its end only once every worker has exited, so closing early
+            # is safe, and a later shutdown, which does not come here again, cannot hang.
+            if writer is not None:
+                with contextlib.suppress(OSError):
+                    writer.close()
 
     def __enter__(self) -> WorkerPool:
         return self
