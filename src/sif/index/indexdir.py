@@ -173,13 +173,21 @@ def mark(root: str) -> None:
     """Write the marker into ``root`` unless it is there (under the writer's lock)."""
     if check_marker(root):
         return
-    fd, tmp = temp_file(root, MARKER + ".tmp")
+    _write_whole(root, MARKER, MARKER_TEXT.encode("ascii"), 0o666)
+
+
+def _write_whole(root: str, name: str, data: bytes, mode: int) -> None:
+    """``root/name`` holds ``data``, whole or not at all: written and synced under a
+    temporary name (``name.tmp…``, with ``mode`` less the umask), renamed, the directory
+    synced; the temporary is removed if anything fails."""
+    fd, tmp = temp_file(root, name + ".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(MARKER_TEXT)
+        os.fchmod(fd, mode & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(root, MARKER))
+        os.replace(tmp, os.path.join(root, name))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -234,19 +242,7 @@ def ensure_pathkey(root: str) -> bytes:
     if isinstance(got, bytes):
         return got
     secret = os.urandom(PATHKEY_BYTES)
-    fd, tmp = temp_file(root, PATHKEY + ".tmp")
-    try:
-        os.fchmod(fd, 0o660 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(secret)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(root, PATHKEY))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(root)
+    _write_whole(root, PATHKEY, secret, 0o660)
     return secret
 
 

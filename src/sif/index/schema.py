@@ -87,7 +87,8 @@ def _v8(con: duckdb.DuckDBPyConnection, secret: bytes) -> None:
     # Speed (issue 15): each entry keeps its origin's key (sif.pathkeys), so that a run's
     # plan reads numbers from the catalog, not a path a file (at 1 M files, the origins
     # read and hashed were 0.8-1.5 s of an incremental run that changed 1% of them). The
-    # keys are computed by _v9 (this branch's schema 8 made them with XXH64).
+    # keys are computed by _v9 (schema 8 as a development branch first made it computed
+    # XXH64 keys, which 9 replaces).
     con.execute("ALTER TABLE files ADD COLUMN origin_key UBIGINT")
     con.execute("ALTER TABLE files ADD COLUMN origin_check UBIGINT")
 
