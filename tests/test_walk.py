@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from sif.errors import ConfigError
 from sif.events import ScanWarning
 from sif.records import RecordColumns
+from sif.treewalk import usable
 from sif.walk import FileRecord, Walker, WalkOptions, parse_size, read_path_list
 from treeutil import write
 
@@ -212,6 +214,7 @@ def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.Mo
     from sif.walk import parallel_walk
 
     monkeypatch.setattr(sif.walk, "BATCH_DIRS", 3)  # batches hand most of their work back
+    monkeypatch.setattr(sif.walk, "usable", lambda walker: False)  # the workers' read-ahead
     # Deep and wide enough that work batches leave directories behind for the queue.
     for a in range(6):
         for b in range(30):
@@ -228,6 +231,36 @@ def test_parallel_walk_equals_serial_walk(tmp_path: Path, monkeypatch: pytest.Mo
     assert sorted(shared.paths) == sorted(serial.paths)
     assert pstats.files == stats.files
     assert pstats.directories == stats.directories
+
+
+@pytest.mark.skipif(not usable(Walker(WalkOptions())), reason="the C walk is not built")
+def test_parallel_walk_with_a_pool_is_the_c_walk_with_helper_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: object
+) -> None:
+    """With a pool and no patterns, the walk runs here in C, ``jobs - 1`` helper threads
+    reading ahead (the workers wait): the records are the serial walk's, in its order."""
+    import sif.treewalk
+    import sif.walk
+    from sif.walk import parallel_walk
+
+    for a in range(5):
+        for b in range(12):
+            write(tmp_path / f"a{a}/b{b}/f{a}{b}", f"{a}{b}".encode())
+    write(tmp_path / "a0/.hidden", b"h")
+    threads: list[int] = []
+    real = sif.treewalk.walk_tree
+
+    def spy(*args: object, **kwargs: object) -> object:
+        threads.append(cast(int, args[4] if len(args) > 4 else kwargs.get("threads", 0)))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sif.walk, "walk_tree", spy)
+    shared, pstats = parallel_walk([tmp_path], WalkOptions(), pool=pool, jobs=2)
+    alone, stats = parallel_walk([tmp_path], WalkOptions())
+    assert threads == [1, 0]
+    serial = [r.path for r in Walker(WalkOptions()).walk([str(tmp_path)])]
+    assert shared.paths == alone.paths == serial
+    assert (pstats.files, pstats.directories) == (stats.files, stats.directories) == (61, 66)
 
 
 # --- the parallel walk gives exactly the serial walk's records --------------------------
@@ -288,7 +321,10 @@ def serial_and_parallel(
     """The serial walk's records and warnings, then the parallel walk's (two processes).
 
     Batches of ``batch`` directories after ``levels`` read here: small, so that
-    the worker gets much of the work even in a small tree.
+    the worker gets much of the work even in a small tree. The parallel walk is
+    the workers' read-ahead (where the C walk would serve, it is turned off);
+    its columns are held to the walk of this process alone (the C walk where
+    it is built).
     """
     import sif.walk
     from sif.walk import parallel_walk
@@ -300,6 +336,7 @@ def serial_and_parallel(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sif.walk, "BATCH_DIRS", batch)
         mp.setattr(sif.walk, "SPLIT_LEVELS", levels, raising=False)
+        mp.setattr(sif.walk, "usable", lambda walker: False)
         cols, _ = parallel_walk(roots, options, shared_warnings.append, pool=pool, jobs=2)
     alone, _ = parallel_walk(roots, options)
     assert cols.digest() == alone.digest()

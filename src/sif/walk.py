@@ -327,7 +327,12 @@ def parallel_walk(
     """The walk of :func:`walk` as columns, shared by this process and a pool's workers.
 
     ``pool`` is a :class:`sif.executors.WorkerPool` of ``jobs - 1`` workers,
-    or ``None`` to walk here alone. The records are exactly those of the
+    or ``None`` to walk here alone. Where the C walk serves
+    (:func:`sif.treewalk.usable`), it walks here with ``jobs - 1`` helper
+    threads reading ahead (with a pool) and the workers wait: on ``/usr``
+    (117 k files) 0.17 s against 0.27 s for the workers' read-ahead below,
+    and 0.19-0.21 s with no helper. Otherwise (patterns, links followed, no
+    compiler), the records are exactly those of the
     serial walk: the processes only read directories ahead, in small batches
     (what a batch leaves unread returns to the queue, so no process sits on a
     huge subtree while another idles); then this process decides, in the
@@ -342,12 +347,13 @@ def parallel_walk(
     root_list = walker._stat_roots(roots)
     cols = RecordColumns()
     file_roots: list[FileRecord] = []
+    if usable(walker):  # the same walk, in C; its helper threads read ahead for the jobs
+        threads = jobs - 1 if pool is not None else 0
+        file_roots = walk_tree(walker, root_list, cols, advance, max(0, threads))
+        advance(len(file_roots))
+        cols.extend(file_roots)
+        return cols, walker.stats
     if pool is None or options.follow_symlinks or jobs < 2:
-        if usable(walker):  # the same walk, in C
-            file_roots = walk_tree(walker, root_list, cols, advance)
-            advance(len(file_roots))
-            cols.extend(file_roots)
-            return cols, walker.stats
         reported = n = 0
         for item in walker._resolve(root_list, lambda u: walker._read_dir(u[0], u[1], cols)):
             if isinstance(item, FileRecord):
