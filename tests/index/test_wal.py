@@ -152,3 +152,56 @@ def test_a_catalog_behind_its_published_state_deletes_nothing(tmp_path: Path) ->
     with pytest.raises(IndexCorrupt, match=r"behind the published"):
         build_index([tmp_path / "t"], idx, jobs=1)
     assert segments(idx) == before and described(idx) == 30
+
+
+class Recorder:
+    """A catalog connection that records the statements run through it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *args: object) -> duckdb.DuckDBPyConnection:
+        self.statements.append(sql)
+        return self.con.execute(sql, *args)
+
+
+def test_a_checkpoint_vacuums_deleted_rows_only_when_they_are_many(tmp_path: Path) -> None:
+    """A writer's checkpoints leave deleted rows stored (a vacuum rewrites row groups:
+    0.5 s after 1% of a 1 M catalog changed) until they are one in VACUUM_SHARE of the
+    rows stored; then DuckDB's vacuum may run, which reclaims them."""
+    root = tmp_path / "idx"
+    root.mkdir()
+    con = catalogdb.connect(str(root), str(root))
+    try:
+        assert con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone() == (0,)
+        n = 500_000  # several row groups of DuckDB's 122,880 rows
+        con.execute(
+            f"CREATE TABLE f AS SELECT range AS id, md5(range::VARCHAR) AS p FROM range({n})"
+        )
+        catalogdb.checkpoint(con)
+        assert catalogdb.deleted_rows(con) == (0, n)
+        con.execute("DELETE FROM f WHERE hash(id) % 100 < 5")  # 5%, over every row group
+        deleted, total = catalogdb.deleted_rows(con)
+        assert total == n and 0.04 * n < deleted < 0.06 * n
+        rec = Recorder(con)
+        catalogdb.checkpoint(rec)  # type: ignore[arg-type]
+        assert not any("vacuum" in sql for sql in rec.statements)
+        assert catalogdb.deleted_rows(con) == (deleted, n)  # still stored
+        # 40% in all: three row groups fit in two, so DuckDB's vacuum merges them.
+        con.execute("DELETE FROM f WHERE hash(id) % 100 BETWEEN 5 AND 39")
+        deleted, _ = catalogdb.deleted_rows(con)
+        assert deleted * catalogdb.VACUUM_SHARE >= n
+        rec = Recorder(con)
+        catalogdb.checkpoint(rec)  # type: ignore[arg-type]
+        vacuums = [sql for sql in rec.statements if "vacuum" in sql]
+        assert vacuums == [
+            f"SET max_vacuum_tasks = {catalogdb.VACUUM_TASKS}",
+            "SET max_vacuum_tasks = 0",
+        ]
+        left, after = catalogdb.deleted_rows(con)
+        assert after < n and left < deleted  # reclaimed: row groups rewritten together
+        assert con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM f").fetchone() == (n - deleted,)
+    finally:
+        con.close()

@@ -75,9 +75,50 @@ def catalog_errors(path: str) -> Iterator[None]:
         raise corrupt(path, cause) from exc
 
 
+#: A checkpoint of DuckDB "vacuums" tables whose rows were deleted: it rewrites row
+#: groups together where they fit in fewer. After an incremental run at 1 M files that
+#: changed 1% of them (10 k rows of ``files`` deleted, spread over every row group) the
+#: closing checkpoint took 0.52 s vacuuming against 0.10 s not, and the catalog's file
+#: was 135.6 MB against 121.9 MB (rewritten groups take new blocks; the old ones are
+#: free for later writes), for 1,153 of the 10 k deleted rows reclaimed. So a writer's
+#: checkpoints do not vacuum (``max_vacuum_tasks`` 0, :func:`connect`) until the rows
+#: deleted but still stored are at least one in :data:`VACUUM_SHARE` of the rows its
+#: tables store; then one does (on a table of 1 M rows with 11.5% deleted, in 13 runs
+#: of 1%, it reclaimed 42% of them in 0.13 s). A table deleted whole (``DELETE FROM``
+#: every row) loses its row groups at any checkpoint, vacuum or not.
+VACUUM_SHARE = 8
+#: DuckDB's own default for ``max_vacuum_tasks``: what a vacuuming checkpoint uses.
+VACUUM_TASKS = 100
+
+
 def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
-    """Write what the WAL holds into the catalog's file (DuckDB then deletes the WAL)."""
-    con.execute("CHECKPOINT")
+    """Write what the WAL holds into the catalog's file (DuckDB then deletes the WAL);
+    vacuum the deleted rows too when they are many (:data:`VACUUM_SHARE`)."""
+    deleted, stored = deleted_rows(con)
+    vacuum = deleted > 0 and deleted * VACUUM_SHARE >= stored
+    if vacuum:
+        con.execute(f"SET max_vacuum_tasks = {VACUUM_TASKS}")
+    try:
+        con.execute("CHECKPOINT")
+    finally:
+        if vacuum:
+            con.execute("SET max_vacuum_tasks = 0")
+
+
+def deleted_rows(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """Rows deleted but still stored, and rows stored, over the catalog's tables (a count
+    of each table: 8 ms for 1 M files)."""
+    deleted = stored = 0
+    tables = con.execute(
+        "SELECT table_name, estimated_size FROM duckdb_tables() "
+        "WHERE database_name = current_database()"
+    ).fetchall()
+    for name, size in tables:
+        row = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
+        live = int(row[0]) if row else 0
+        stored += int(size or 0)
+        deleted += max(0, int(size or 0) - live)
+    return deleted, stored
 
 
 def connect(root: str, directory: str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -103,6 +144,7 @@ def connect(root: str, directory: str, read_only: bool = False) -> duckdb.DuckDB
                     "allocator_flush_threshold": "16MB",  # freed buffers go back sooner
                     "temp_directory": os.path.join(directory, "tmp"),
                     "checkpoint_threshold": WAL_LIMIT,
+                    "max_vacuum_tasks": 0,  # vacuumed when worth it (checkpoint)
                 }
                 con = duckdb.connect(path, config=config)
                 # The writer checkpoints when it closes (DuckStore.close), itself: a
