@@ -263,6 +263,15 @@ def test_parallel_walk_with_a_pool_is_the_c_walk_with_helper_threads(
     assert (pstats.files, pstats.directories) == (stats.files, stats.directories) == (61, 66)
 
 
+def test_walk_helpers_are_one_a_job_within_the_cores() -> None:
+    from sif.treewalk import walk_helpers
+
+    cores = os.cpu_count() or 1
+    assert walk_helpers(1) == 0
+    assert walk_helpers(2) == min(2, cores) - 1
+    assert walk_helpers(64) == min(cores, 8) - 1  # more threads than cores only slow it
+
+
 # --- the parallel walk gives exactly the serial walk's records --------------------------
 
 NAMES = ("a", "b", "c")

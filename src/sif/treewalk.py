@@ -40,12 +40,19 @@ try:
 except ImportError:  # not built (no compiler at install): the Python walk
     _treec = None
 
-__all__ = ["CHUNK_FILES", "usable", "walk_tree"]
+__all__ = ["CHUNK_FILES", "usable", "walk_helpers", "walk_tree"]
 
 CHUNK_FILES = 1 << 16
 """Files a call of the C walk returns (at least: it ends with a directory)."""
 
 _LOOP = "loop (leads back to a parent directory)"
+
+
+def walk_helpers(jobs: int) -> int:
+    """Helper threads for a walk of ``jobs`` jobs: one a job but this thread, no more
+    than the cores but one, nor 7 (a walk of ``/usr``, 117 k files, on 2 cores: 0.17 s
+    with one, 0.36 s with 31, 0.22 s with none)."""
+    return max(0, min(jobs, os.cpu_count() or 1, 8) - 1)
 
 
 def usable(walker: Walker) -> bool:

@@ -10,6 +10,7 @@ delete segments.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import numpy as np
 import pytest
 
 import sif.index.duck as duck
-from sif.errors import IndexCorrupt
+from actionutil import tmpfs
+from sif.errors import IndexCorrupt, IndexUnusable
 from sif.index import build_index, catalogdb, open_reader, open_store
 from sif.index.build import DEFAULT_PARAMS
 from sif.index.indexdir import CATALOG, PATHKEY
@@ -166,42 +168,76 @@ class Recorder:
         return self.con.execute(sql, *args)
 
 
+GROUP = 122_880  # DuckDB's rows a row group
+
+
 def test_a_checkpoint_vacuums_deleted_rows_only_when_they_are_many(tmp_path: Path) -> None:
     """A writer's checkpoints leave deleted rows stored (a vacuum rewrites row groups:
-    0.5 s after 1% of a 1 M catalog changed) until they are one in VACUUM_SHARE of the
-    rows stored; then DuckDB's vacuum may run, which reclaims them."""
+    0.5 s after 1% of a 1 M catalog changed) until a table's are one in VACUUM_SHARE of
+    the rows it stores; then DuckDB's vacuum runs, which reclaims them."""
     root = tmp_path / "idx"
     root.mkdir()
     con = catalogdb.connect(str(root), str(root))
     try:
         assert con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone() == (0,)
-        n = 500_000  # several row groups of DuckDB's 122,880 rows
-        con.execute(
-            f"CREATE TABLE f AS SELECT range AS id, md5(range::VARCHAR) AS p FROM range({n})"
-        )
+        n = 12 * GROUP
+        con.execute(f"CREATE TABLE f AS SELECT range AS id FROM range({n})")
+        con.execute("CREATE TABLE similar_pairs AS SELECT range AS a FROM range(1000)")
         catalogdb.checkpoint(con)
-        assert catalogdb.deleted_rows(con) == (0, n)
-        con.execute("DELETE FROM f WHERE hash(id) % 100 < 5")  # 5%, over every row group
-        deleted, total = catalogdb.deleted_rows(con)
-        assert total == n and 0.04 * n < deleted < 0.06 * n
+        assert catalogdb.deleted_rows(con)["f"] == (0, n)
+        # 35% of the first three row groups: they would fit in two, and DuckDB's vacuum
+        # would merge them; but that is 8.75% of the table, below the share.
+        con.execute(f"DELETE FROM f WHERE id < {3 * GROUP} AND hash(id) % 100 < 35")
+        con.execute("DELETE FROM similar_pairs")  # emptied whole: not counted
+        deleted, stored = catalogdb.deleted_rows(con)["f"]
+        assert stored == n and deleted * catalogdb.VACUUM_SHARE < n
+        assert "similar_pairs" not in catalogdb.deleted_rows(con)
         rec = Recorder(con)
         catalogdb.checkpoint(rec)  # type: ignore[arg-type]
         assert not any("vacuum" in sql for sql in rec.statements)
-        assert catalogdb.deleted_rows(con) == (deleted, n)  # still stored
-        # 40% in all: three row groups fit in two, so DuckDB's vacuum merges them.
-        con.execute("DELETE FROM f WHERE hash(id) % 100 BETWEEN 5 AND 39")
-        deleted, _ = catalogdb.deleted_rows(con)
+        assert catalogdb.deleted_rows(con)["f"] == (deleted, n)  # still stored
+        # As much again in the next three groups: above the share, the checkpoint vacuums.
+        con.execute(
+            f"DELETE FROM f WHERE id BETWEEN {3 * GROUP} AND {6 * GROUP - 1} "
+            "AND hash(id) % 100 < 35"
+        )
+        deleted, _ = catalogdb.deleted_rows(con)["f"]
         assert deleted * catalogdb.VACUUM_SHARE >= n
         rec = Recorder(con)
         catalogdb.checkpoint(rec)  # type: ignore[arg-type]
-        vacuums = [sql for sql in rec.statements if "vacuum" in sql]
-        assert vacuums == [
+        assert [sql for sql in rec.statements if "vacuum" in sql] == [
             f"SET max_vacuum_tasks = {catalogdb.VACUUM_TASKS}",
             "SET max_vacuum_tasks = 0",
         ]
-        left, after = catalogdb.deleted_rows(con)
+        left, after = catalogdb.deleted_rows(con)["f"]
         assert after < n and left < deleted  # reclaimed: row groups rewritten together
         assert con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone() == (0,)
         assert con.execute("SELECT count(*) FROM f").fetchone() == (n - deleted,)
     finally:
         con.close()
+
+
+def test_a_vacuum_that_fills_the_disk_is_a_full_disk_not_damage(tmp_path: Path) -> None:
+    """A checkpoint that fails for want of space (DuckDB then refuses every statement,
+    the reset of the vacuum setting too) is IndexUnusable naming the cause."""
+    with tmpfs("8m") as where:
+        root = where / "idx"
+        root.mkdir()
+        con = catalogdb.connect(str(root), str(root))
+        try:
+            con.execute(
+                "CREATE TABLE f AS SELECT range AS id, md5(range::VARCHAR) AS p FROM range(60000)"
+            )
+            catalogdb.checkpoint(con)
+            con.execute("DELETE FROM f WHERE hash(id) % 100 < 40")
+            free = os.statvfs(where)
+            with open(where / "filler", "wb") as filler:  # all the space left, but 4 KB
+                filler.write(b"\0" * max(0, free.f_bavail * free.f_frsize - 4096))
+            with (
+                pytest.raises(IndexUnusable, match="No space left"),
+                catalogdb.catalog_errors(str(root / CATALOG)),
+            ):
+                catalogdb.checkpoint(con)
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                con.close()

@@ -471,9 +471,10 @@ def find_duplicates(
     With ``archives``, the members of zip and tar archives join the groups
     as entries named ``archive!/member`` (see :mod:`sif.exact.members`).
 
-    ``jobs`` processes (default: one per core) share the walk and the
-    comparison; the workers are forked at the start, while this process is
-    small.
+    ``jobs`` processes (default: one per core) share the comparison; the
+    workers are forked at the start, while this process is small. The walk
+    has ``jobs - 1`` helper threads where it runs in C (the workers share it
+    otherwise: patterns, links followed; see :func:`sif.walk.parallel_walk`).
     All the work is done, and ``stats`` filled, when this returns; the groups
     (sorted, largest first) are then made one by one as they are read.
 

@@ -48,6 +48,7 @@ from sif.index.store import (
 )
 from sif.keyedwalk import keyed_walk
 from sif.memtrim import release_memory
+from sif.treewalk import walk_helpers
 from sif.walk import FileRecord, RecordColumns, WalkOptions
 
 #: Commit after this many bytes read...
@@ -441,7 +442,7 @@ def build_index(
         progress.stage("walking", None)
         # In this process, in C where it can, with a helper thread a job reading ahead;
         # the files' keys under the index's secret made as they are met.
-        helpers = min(jobs, os.cpu_count() or 1, 8) - 1
+        helpers = walk_helpers(jobs)
         cols, _, keys = keyed_walk(abs_roots, options, on_warning, walk_progress, helpers, secret)
         release_memory()  # the walk's transient objects
         stats.walked = cols

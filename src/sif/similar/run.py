@@ -40,7 +40,7 @@ from sif.similar.score import _score, pending_exact
 from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
 from sif.similar.table import GroupTable, PairTable
-from sif.walk import RecordColumns, WalkOptions, parallel_walk
+from sif.walk import RecordColumns, WalkOptions, c_walk, parallel_walk
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -362,7 +362,8 @@ def _reuse_unchanged(
     progress.stage("walking", None)
     # The exact pass's workers walk too (forked before any store was opened); without
     # them, workers of its own, forked before the store is opened: no inherited lock.
-    own = fork_pool(jobs) if workers is None else None
+    # The C walk needs none (its helpers are threads of this process).
+    own = fork_pool(jobs) if workers is None and not c_walk(walk or WalkOptions()) else None
     try:
         skipping = skip_index_dir(walk or WalkOptions(), location)
         walked, _ = parallel_walk(
