@@ -183,15 +183,18 @@ def test_a_checkpoint_vacuums_deleted_rows_only_when_they_are_many(tmp_path: Pat
         n = 12 * GROUP
         con.execute(f"CREATE TABLE f AS SELECT range AS id FROM range({n})")
         con.execute("CREATE TABLE similar_pairs AS SELECT range AS a FROM range(1000)")
+        con.execute("CREATE TABLE small AS SELECT range AS a FROM range(4)")
         catalogdb.checkpoint(con)
         assert catalogdb.deleted_rows(con)["f"] == (0, n)
         # 35% of the first three row groups: they would fit in two, and DuckDB's vacuum
         # would merge them; but that is 8.75% of the table, below the share.
         con.execute(f"DELETE FROM f WHERE id < {3 * GROUP} AND hash(id) % 100 < 35")
         con.execute("DELETE FROM similar_pairs")  # emptied whole: not counted
+        con.execute("DELETE FROM small WHERE a < 2")  # half of it, but a few rows
         deleted, stored = catalogdb.deleted_rows(con)["f"]
         assert stored == n and deleted * catalogdb.VACUUM_SHARE < n
         assert "similar_pairs" not in catalogdb.deleted_rows(con)
+        assert catalogdb.deleted_rows(con)["small"] == (2, 4)
         rec = Recorder(con)
         catalogdb.checkpoint(rec)  # type: ignore[arg-type]
         assert not any("vacuum" in sql for sql in rec.statements)

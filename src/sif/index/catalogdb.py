@@ -83,12 +83,17 @@ def catalog_errors(path: str) -> Iterator[None]:
 #: blocks; the old ones are free for later writes), for 1,153 of the 10 k deleted rows
 #: reclaimed. So a writer's checkpoints do not vacuum (``max_vacuum_tasks`` 0,
 #: :func:`connect`) until a table's rows deleted but still stored are at least one in
-#: :data:`VACUUM_SHARE` of the rows it stores; then one does. Simulated on a table of
+#: :data:`VACUUM_SHARE` of the rows it stores, and :data:`VACUUM_MIN_ROWS`; then one
+#: does (of every table: the setting is the database's). Simulated on a table of
 #: 1 M rows like ``files`` (30 runs, each deleting 1% and appending as many): the
 #: checkpoints took 0.03 s, but for two of 0.75 and 0.90 s (runs 14 and 21), which
 #: took the deleted rows from 12-14% of those stored back to 7% and 3%; it never stored
 #: more than 1.14 M rows.
 VACUUM_SHARE = 8
+#: ... and at least this many rows: a small table's deleted rows cost nothing worth a
+#: vacuum of ``files`` (an incremental run deletes the merged rows of ``segments``,
+#: 2 of 4, which opened the gate when it had no floor).
+VACUUM_MIN_ROWS = 16384
 #: DuckDB's own default for ``max_vacuum_tasks``: what a vacuuming checkpoint uses.
 VACUUM_TASKS = 100
 #: Tables emptied whole and filled again (``DELETE FROM`` every row: DuckDB drops row
@@ -100,7 +105,9 @@ REWRITTEN_WHOLE = ("similar_pairs", "similar_runs")
 def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
     """Write what the WAL holds into the catalog's file (DuckDB then deletes the WAL);
     vacuum the deleted rows too when a table holds many (:data:`VACUUM_SHARE`)."""
-    vacuum = any(d > 0 and d * VACUUM_SHARE >= n for d, n in deleted_rows(con).values())
+    vacuum = any(
+        d >= VACUUM_MIN_ROWS and d * VACUUM_SHARE >= n for d, n in deleted_rows(con).values()
+    )
     if vacuum:
         con.execute(f"SET max_vacuum_tasks = {VACUUM_TASKS}")
     try:
