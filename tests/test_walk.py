@@ -7,6 +7,7 @@ import io
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -266,10 +267,15 @@ def test_parallel_walk_with_a_pool_is_the_c_walk_with_helper_threads(
 def test_walk_helpers_are_one_a_job_within_the_cores() -> None:
     from sif.treewalk import walk_helpers
 
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))
     assert walk_helpers(1) == 0
     assert walk_helpers(2) == min(2, cores) - 1
     assert walk_helpers(64) == min(cores, 8) - 1  # more threads than cores only slow it
+    # A process bound to one core (taskset, a cgroup's cpuset) walks with no helper.
+    code = "import os; os.sched_setaffinity(0, {0}); from sif.treewalk import walk_helpers; "
+    code += "print(walk_helpers(8))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
 
 
 # --- the parallel walk gives exactly the serial walk's records --------------------------

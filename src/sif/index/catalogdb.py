@@ -112,12 +112,15 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"SET max_vacuum_tasks = {VACUUM_TASKS}")
     try:
         con.execute("CHECKPOINT")
-    finally:
+    except BaseException:
         if vacuum:
             # After a failed checkpoint (a full disk) DuckDB refuses every statement:
             # the checkpoint's own error is the one to map, not this one's.
             with contextlib.suppress(duckdb.Error):
                 con.execute("SET max_vacuum_tasks = 0")
+        raise
+    if vacuum:
+        con.execute("SET max_vacuum_tasks = 0")
 
 
 def deleted_rows(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int]]:
