@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 import duckdb
@@ -244,3 +245,30 @@ def test_a_vacuum_that_fills_the_disk_is_a_full_disk_not_damage(tmp_path: Path) 
         finally:
             with contextlib.suppress(duckdb.Error):
                 con.close()
+
+
+def test_a_rebuild_that_cannot_write_its_catalog_keeps_the_old_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk at the rebuilt catalog's last checkpoint (before it replaces the old
+    one) is DuckDB's FatalException; it is IndexUnusable naming the cause, and the old
+    index stands."""
+    tree(tmp_path / "t")
+    idx = tmp_path / "idx"
+    build_index([tmp_path / "t"], idx, jobs=1)
+    real = catalogdb.checkpoint
+
+    def full_at_swap(con: duckdb.DuckDBPyConnection) -> None:
+        if sys._getframe(1).f_code.co_name == "_swap_in":
+            raise duckdb.FatalException(
+                "FATAL Error: database has been invalidated because of a previous fatal "
+                "error.\nOriginal error: Could not write file: No space left on device"
+            )
+        real(con)
+
+    monkeypatch.setattr(catalogdb, "checkpoint", full_at_swap)
+    with pytest.raises(IndexUnusable, match="No space left on device; it keeps its last"):
+        build_index([tmp_path / "t"], idx, jobs=1, rebuild=True)
+    monkeypatch.undo()
+    assert described(idx) == 30
+    assert build_index([tmp_path / "t"], idx, jobs=1).unchanged == 30

@@ -48,6 +48,13 @@ CATALOG_MEMORY = "32MB"
 _NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "quota")
 
 
+def not_damage(exc: object) -> bool:
+    """Whether DuckDB's ``exc`` is a write the system refused (a full disk, a denied or
+    read-only place, a quota), in any of its lines: a failed checkpoint invalidates the
+    database, and the next statement's error names that first, the cause after."""
+    return any(t in str(exc) for t in _NOT_DAMAGE)
+
+
 @contextlib.contextmanager
 def catalog_errors(path: str) -> Iterator[None]:
     """Map every DuckDB error to a sif error: the one place for it.

@@ -140,6 +140,11 @@ def _write_error(root: str, exc: BaseException) -> IndexUnusable | None:
             f"cannot write the index {root}: {str(exc).splitlines()[0]}; "
             "it keeps its last committed state"
         )
+    if isinstance(exc, duckdb.Error) and catalogdb.not_damage(exc):  # a fatal one, say
+        cause = next(line for line in str(exc).splitlines() if catalogdb.not_damage(line))
+        return IndexUnusable(
+            f"cannot write the index {root}: {cause.strip()}; it keeps its last committed state"
+        )
     return None
 
 
