@@ -272,3 +272,19 @@ def test_a_rebuild_that_cannot_write_its_catalog_keeps_the_old_index(
     monkeypatch.undo()
     assert described(idx) == 30
     assert build_index([tmp_path / "t"], idx, jobs=1).unchanged == 30
+
+
+def test_a_refused_write_named_on_a_later_line_is_not_damage(tmp_path: Path) -> None:
+    """DuckDB invalidated by a failed write says so first and the cause after: the index
+    is not corrupt (no --rebuild), it could not be written."""
+    path = str(tmp_path / CATALOG)
+    invalidated = duckdb.FatalException(
+        "FATAL Error: database has been invalidated because of a previous fatal error.\n"
+        "Original error: Could not write file: No space left on device"
+    )
+    unusable = pytest.raises(IndexUnusable, match=r"catalog\.duckdb: Original error: .*No space")
+    with unusable, catalogdb.catalog_errors(path):
+        raise invalidated
+    damaged = pytest.raises(IndexCorrupt, match="invalidated")  # no cause named: damage
+    with damaged, catalogdb.catalog_errors(path):
+        raise duckdb.FatalException("FATAL Error: database has been invalidated")

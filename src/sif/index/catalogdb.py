@@ -48,11 +48,15 @@ CATALOG_MEMORY = "32MB"
 _NOT_DAMAGE = ("No space left", "Permission denied", "Read-only file system", "quota")
 
 
-def not_damage(exc: object) -> bool:
-    """Whether DuckDB's ``exc`` is a write the system refused (a full disk, a denied or
-    read-only place, a quota), in any of its lines: a failed checkpoint invalidates the
-    database, and the next statement's error names that first, the cause after."""
-    return any(t in str(exc) for t in _NOT_DAMAGE)
+def write_refused(exc: duckdb.Error) -> str | None:
+    """The line of DuckDB's ``exc`` that names a write the system refused (a full disk,
+    a denied or read-only place, a quota), or ``None``. Any line: a failed checkpoint
+    invalidates the database, and the next statement's error says that first, the
+    cause after."""
+    for line in str(exc).splitlines():
+        if any(t in line for t in _NOT_DAMAGE):
+            return line.strip()
+    return None
 
 
 @contextlib.contextmanager
@@ -70,15 +74,14 @@ def catalog_errors(path: str) -> Iterator[None]:
         raise
     except duckdb.Error as exc:
         cause = (str(exc).splitlines() or [type(exc).__name__])[0]
-        if isinstance(exc, duckdb.IOException | duckdb.TransactionException) and any(
-            t in cause for t in _NOT_DAMAGE
-        ):
+        refused = write_refused(exc)
+        if refused and isinstance(exc, duckdb.IOException | duckdb.TransactionException):
             raise IndexUnusable(
-                f"cannot write the index {os.path.dirname(path)}: {cause}; "
+                f"cannot write the index {os.path.dirname(path)}: {refused}; "
                 "it keeps its last committed state"
             ) from exc
-        if isinstance(exc, duckdb.OutOfMemoryException) or any(t in cause for t in _NOT_DAMAGE):
-            raise IndexUnusable(f"{path}: {cause}") from exc
+        if isinstance(exc, duckdb.OutOfMemoryException) or refused:
+            raise IndexUnusable(f"{path}: {refused or cause}") from exc
         raise corrupt(path, cause) from exc
 
 

@@ -135,15 +135,13 @@ def _write_error(root: str, exc: BaseException) -> IndexUnusable | None:
     """A failure to write the index (permission denied, no space left) as one clear error."""
     if isinstance(exc, OSError):
         return indexdir.cannot_write(root, exc)
-    if isinstance(exc, duckdb.IOException | duckdb.TransactionException):
+    if not isinstance(exc, duckdb.Error):
+        return None
+    refused = catalogdb.write_refused(exc)  # a fatal error's cause is on a later line
+    if refused or isinstance(exc, duckdb.IOException | duckdb.TransactionException):
+        cause = refused or (str(exc).splitlines() or [type(exc).__name__])[0]
         return IndexUnusable(
-            f"cannot write the index {root}: {str(exc).splitlines()[0]}; "
-            "it keeps its last committed state"
-        )
-    if isinstance(exc, duckdb.Error) and catalogdb.not_damage(exc):  # a fatal one, say
-        cause = next(line for line in str(exc).splitlines() if catalogdb.not_damage(line))
-        return IndexUnusable(
-            f"cannot write the index {root}: {cause.strip()}; it keeps its last committed state"
+            f"cannot write the index {root}: {cause}; it keeps its last committed state"
         )
     return None
 
