@@ -119,3 +119,66 @@ def test_a_range_of_rows_is_the_bucket_range_of_all_rows(
         got_f = reader.ids[local]
         sel = ((values >> 16) >= lo) & ((values >> 16) < hi)
         assert np.array_equal(got_v, values[sel]) and np.array_equal(got_f, fids[sel])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    seed=st.integers(0, 2**32 - 1),
+    same_order=st.booleans(),
+)
+def test_saved_exact_scores_load_back_by_pair_whether_written_whole_or_joined(
+    tmp_path_factory: pytest.TempPathFactory, n: int, seed: int, same_order: bool
+) -> None:
+    """``save_exact`` writes the table again from the pairs given when they are the
+    stored ones in order, else joins the scores in by ``(a, b)``: either way each pair
+    loads back with the score given for it, an unscored one with what was stored, and
+    the stored run stays."""
+    import duckdb
+
+    from sif.index import pairs
+    from sif.index.schema import MIGRATIONS
+
+    rng = np.random.default_rng(seed)
+    con = duckdb.connect(str(tmp_path_factory.mktemp("c") / "c.duckdb"))
+    for _, _, step in MIGRATIONS:
+        step(con, b"\0" * 32)
+    ab = rng.choice(10_000, size=(n, 2), replace=False)  # distinct pairs
+    a = ab[:, 0].astype(np.uint32)
+    b = (ab[:, 1] + 10_000).astype(np.uint32)
+    cols = {
+        "a": a,
+        "b": b,
+        "shared": rng.integers(1, 50, n).astype(np.uint32),
+        "hits_a": rng.integers(1, 50, n).astype(np.uint32),
+        "hits_b": rng.integers(1, 50, n).astype(np.uint32),
+        "exact_ab": np.where(rng.random(n) < 0.3, rng.random(n), np.nan),
+        "exact_ba": rng.random(n),
+        "exact_n": rng.integers(0, 3, n).astype(np.uint32),
+    }
+    cols["exact_ba"][np.isnan(cols["exact_ab"])] = np.nan
+    pairs.store_pairs(con, "k", cols, 7, None)
+    # This run scores some of the pairs not scored before.
+    new = np.isnan(cols["exact_ab"]) & (rng.random(n) < 0.6)
+    cols["exact_ab"][new] = rng.random(int(new.sum()))
+    cols["exact_ba"][new] = rng.random(int(new.sum()))
+    cols["exact_n"][new] = rng.integers(0, 3, int(new.sum()))
+    given_ = cols
+    if not same_order:  # another order, and only the pairs scored this run
+        keep = rng.permutation(np.flatnonzero(new))
+        given_ = {k: v[keep] for k, v in cols.items()}
+    pairs.save_exact(con, given_)
+    got = pairs.load_pairs(con, "k")
+    assert got is not None and got[1] == 7
+    loaded = got[0]
+    order = {
+        (int(x), int(y)): i for i, (x, y) in enumerate(zip(loaded["a"], loaded["b"], strict=True))
+    }
+    assert len(order) == n == len(loaded["a"])
+    for i in range(n):
+        j = order[(int(a[i]), int(b[i]))]
+        for k in ("shared", "hits_a", "hits_b", "exact_n"):
+            assert loaded[k][j] == cols[k][i]
+        for k in ("exact_ab", "exact_ba"):
+            assert np.isnan(loaded[k][j]) == np.isnan(cols[k][i])
+            assert np.isnan(cols[k][i]) or loaded[k][j] == cols[k][i]
