@@ -125,10 +125,13 @@ def _pairs(draw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_table_and_groups_equal_the_object_at_a_time_values(case: Any) -> None:
     files, cols = case
     expected = _one_at_a_time(files, cols)
+    taken = dict(cols)
     table = PairTable(files, cols)
     assert len(table) == len(expected)
     assert list(table) == expected
     assert table == tuple(expected)
+    # Taking the columns (sif similar's way, each held once) makes the same table.
+    assert list(PairTable(files, taken, take=True)) == expected and not taken
     groups = GroupTable(table)
     assert list(groups) == similar_groups(expected)
     if len(groups):

@@ -197,3 +197,31 @@ def test_the_probe_s_marks_and_scratch_start_again_on_a_clean_stamp(
     monkeypatch.setattr(smallpass, "SEEN_FIRST", 1)  # the scratch list made again
     assert pairs("idx3") == whole
     assert {frozenset(("big.txt", f"s{i}.txt")) for i in range(5)} <= whole
+
+
+def test_a_chunk_s_hits_cut_down_a_batch_at_a_time_give_the_same_candidates(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The hits of a chunk are cut down to the candidates every HITS_BATCH hits: with a
+    batch of one hit (each file's hits alone) the pass finds what it finds in one batch."""
+    from sif.similar import SimilarOptions, find_similar, smallpass
+
+    tree = tmp_path / "t"
+    big = text(9, 40_000)
+    write(tree / "big.txt", big)
+    write(tree / "big2.txt", big[:25_000] + text(10, 15_000))
+    for i in range(5):
+        write(tree / f"s{i}.txt", big[7_000 * i + 100 : 7_000 * i + 250])  # no fingerprint shared
+    for i in range(6):
+        write(tree / f"other{i}.txt", text(30 + i, 3_000))
+
+    def found(index: str) -> tuple[set[frozenset[str]], int]:
+        r = find_similar([tree], tmp_path / index, options=SimilarOptions(), jobs=1)
+        pairs = {frozenset((Path(p.a.path).name, Path(p.b.path).name)) for p in r.pairs}
+        return pairs, r.stats.small_candidates
+
+    monkeypatch.setattr(smallpass, "STREAM_CHUNKS_PER_JOB", 1)  # one chunk: every hit in it
+    whole = found("idx1")
+    monkeypatch.setattr(smallpass, "HITS_BATCH", 1)
+    assert found("idx2") == whole
+    assert whole[1] >= 3 and {frozenset(("big.txt", f"s{i}.txt")) for i in range(5)} <= whole[0]

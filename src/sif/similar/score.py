@@ -130,7 +130,28 @@ def _score(
     jobs: int = 1,
     engine: Any = None,
 ) -> PairTable:
-    """Scores, filters and threshold over all collated pairs, vectorised: the kept pairs' table.
+    """:func:`_scored`'s pairs as a :class:`PairTable`."""
+    return PairTable(
+        files,
+        _scored(cols, files, options, params, stats, on_warning, progress, pool, jobs, engine),
+        take=True,
+    )
+
+
+def _scored(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    params: FingerprintParams,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+    pool: Any = None,
+    jobs: int = 1,
+    engine: Any = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """Scores, filters and threshold over all collated pairs, vectorised: the columns of the
+    kept pairs' :class:`PairTable`.
 
     First the pairs to score exactly (:func:`pending_exact`), read and scored
     together (:func:`sif.similar.exact._exact`: each larger file once), their
@@ -168,7 +189,10 @@ def _score(
         )
         del ia, ib
     kept = [_decide(_slice(cols, lo, hi), files, options, params, stats) for lo, hi in spans]
-    return PairTable(files, {k: np.concatenate([c[k] for c in kept]) for k in kept[0]})
+    # A column at a time, each slice's part let go once joined (not the kept pairs twice).
+    joined = {k: np.concatenate([c.pop(k) for c in kept]) for k in list(kept[0])}
+    del kept
+    return joined
 
 
 def _decide(

@@ -71,6 +71,8 @@ STAMP_MARKS = (1 << 16) - 1
 SEEN_FIRST = 1 << 16
 #: Work items a job when streaming.
 STREAM_CHUNKS_PER_JOB = 8
+#: Hits of a chunk held before they are cut down to the candidates (:func:`_stream_chunk`).
+HITS_BATCH = 1 << 18
 #: The columns of ``files`` a streaming chunk carries for its files.
 _STREAMED = ("id", "size", "path", "origin", "view")
 
@@ -303,7 +305,25 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     sets = WindowSets(window, 1 << 20, normalize, {}, warnings.append, make=probe, sizes=sizes)
     for _, fid, src in items:
         sets.want(fid, src)
-    o_parts, r_parts, h_parts = [], [], []
+    kept: list[tuple[I32, I32, I32]] = []
+    o_parts: list[I32] = []
+    r_parts: list[I32] = []
+    h_parts: list[I32] = []
+
+    def cat(parts: list[I32]) -> I32:
+        return np.concatenate(parts) if parts else np.empty(0, np.int32)
+
+    def settle() -> None:
+        """The hits held so far cut down to the candidates (a batch of hits at a time:
+        a boilerplate file hit by most files made a chunk's hits, and their temporaries
+        in :func:`_candidates`, 150 MB at a million files)."""
+        o, r, h = cat(o_parts), cat(r_parts), cat(h_parts)
+        for parts in (o_parts, r_parts, h_parts):
+            parts.clear()
+        keep = _candidates(table, o.astype(np.int64), r.astype(np.int64), h)
+        kept.append((o[keep], r[keep], h[keep]))
+
+    held = 0
     for row, fid, src in items:
         got = sets.get(fid, src)
         sets.release(fid, src)
@@ -312,16 +332,16 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
         o_parts.append(got[0])
         r_parts.append(np.full(got.shape[1], row, dtype=np.int32))
         h_parts.append(got[1])
-
-    def cat(parts: list[I32]) -> I32:
-        return np.concatenate(parts) if parts else np.empty(0, np.int32)
-
-    o, r, h = cat(o_parts), cat(r_parts), cat(h_parts)
-    keep = _candidates(table, o.astype(np.int64), r.astype(np.int64), h)
+        held += got.shape[1]
+        if held >= HITS_BATCH:
+            settle()
+            held = 0
+    settle()
+    o, r, h = (cat([k[i] for k in kept]) for i in range(3))
     return _Streamed(
-        o[keep],
-        r[keep],
-        h[keep],
+        o,
+        r,
+        h,
         sets.files_read,
         sets.bytes_read,
         sets.changed,
