@@ -28,10 +28,13 @@ from treeutil import write
 HANG = 60
 
 _CHILD = """
-import os, sys
+import faulthandler, os, sys
 from sif import _treec
 
+# A hang shows where this thread is (in the walk or in close()) before the parent kills
+# the child.
 root, hook, fail, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+faulthandler.dump_traceback_later(int(sys.argv[5]), exit=True)
 _treec._test_hooks(os.fsencode(hook), fail)
 st = os.stat(root)
 tree = _treec.Walker(False, 0, 1 << 62, True, False, b"", threads, b"")
@@ -40,11 +43,11 @@ print("walking", flush=True)
 try:
     while tree.read(1000) is not None:
         pass
-    print("done")
+    print("done", flush=True)
 except MemoryError:
-    print("out of memory")
+    print("out of memory", flush=True)
 except KeyboardInterrupt:
-    print("interrupted")
+    print("interrupted", flush=True)
 tree.close()
 print("freed while read:", _treec._test_hooks(b"", 0), flush=True)
 """
@@ -59,7 +62,16 @@ def _built() -> None:
 def _child(root: Path, hook: Path, fail: int, threads: int) -> subprocess.Popen[str]:
     env = {**os.environ, "MALLOC_PERTURB_": "165"}
     return subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(root), str(hook), str(fail), str(threads)],
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(root),
+            str(hook),
+            str(fail),
+            str(threads),
+            str(HANG - 15),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
