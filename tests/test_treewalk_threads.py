@@ -28,8 +28,13 @@ from treeutil import write
 HANG = 60
 
 _CHILD = """
-import faulthandler, os, sys
+import faulthandler, os, signal, sys
 from sif import _treec
+
+# Ctrl-C raises here whatever this process inherited: a test run started as a background
+# job of a script ignores SIGINT (the shell's rule), and Python then leaves it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 # A hang shows where this thread is (in the walk or in close()) before the parent kills
 # the child.
