@@ -94,14 +94,27 @@ def children(pid: int) -> list[int]:
 
 
 def interrupt(
-    args: list[str], tmp: Path, after: float, ready: Callable[[], bool] | None = None
+    args: list[str],
+    tmp: Path,
+    after: float,
+    ready: Callable[[], bool] | None = None,
+    ignored: bool = False,
 ) -> tuple[int, str]:
     """Run sif, press Ctrl-C (SIGINT to its process group) ``after`` s once its workers run
-    (and, with ``ready``, once ``ready()`` says the run is where the test wants it)."""
+    (and, with ``ready``, once ``ready()`` says the run is where the test wants it);
+    ``ignored``: sif is started with SIGINT ignored (as a script's background job)."""
+
+    def ignore() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     err_path = tmp / "stderr"
     with open(err_path, "w") as err, open(os.devnull, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sif", *args], stdout=out, stderr=err, start_new_session=True
+            [sys.executable, "-m", "sif", *args],
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=ignore if ignored else None,
         )
         deadline = time.monotonic() + 60
         while not children(proc.pid):
@@ -131,6 +144,15 @@ def test_ctrl_c_in_dupes_stops_quietly_with_130(tmp_path: Path) -> None:
     rc, err = interrupt(["dupes", "-j", "2", str(tree)], tmp_path, 0.02)
     assert rc == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "Aborted" not in err
+
+
+def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """A script's background job (``sif dupes ... &``) ignores SIGINT, by the shell's rule:
+    a Ctrl-C meant for the job in the foreground leaves it running to its end."""
+    tree = wide_tree(tmp_path / "t", 4000, 25)
+    rc, err = interrupt(["dupes", "-j", "2", str(tree)], tmp_path, 0.02, ignored=True)
+    assert rc == 0, err
+    assert "groups of replicas" in err and "0 warnings" in err
 
 
 def test_ctrl_c_in_index_stops_quietly_and_the_index_stays_usable(tmp_path: Path) -> None:

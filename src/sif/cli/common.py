@@ -94,7 +94,13 @@ def run_guarded(func: Callable[[], Any]) -> Any:
         raise KeyboardInterrupt
 
     previous = None
-    if threading.current_thread() is threading.main_thread():
+    # A run started with SIGINT ignored (a script's background job, by the shell's rule;
+    # nohup) keeps ignoring it, as Python itself does: a Ctrl-C at the terminal is for
+    # the job in the foreground.
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    ):
         previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         return func()
