@@ -182,3 +182,35 @@ def test_saved_exact_scores_load_back_by_pair_whether_written_whole_or_joined(
         for k in ("exact_ab", "exact_ba"):
             assert np.isnan(loaded[k][j]) == np.isnan(cols[k][i])
             assert np.isnan(cols[k][i]) or loaded[k][j] == cols[k][i]
+
+
+def test_pairs_that_cannot_be_stored_for_want_of_space_are_a_full_disk(tmp_path: Path) -> None:
+    """A full disk at any point of ``sif similar`` (its index's writes, or the pairs' store:
+    DuckDB's COMMIT fails and has ended the transaction) is IndexUnusable naming the
+    cause, never the ROLLBACK's "no transaction is active"; once there is room, the next
+    run gives the same pairs."""
+    from actionutil import tmpfs
+    from sif.errors import IndexUnusable
+
+    family_tree(tmp_path / "t")
+    for n in range(40):  # more pairs: a store that needs some room
+        write(tmp_path / "t" / "more" / f"m{n}.txt", text(500 + n % 4, 3000) + text(600 + n, 300))
+    with tmpfs("16m") as where:
+        idx = where / "idx"
+        first = find_similar([tmp_path / "t"], idx, options=SimilarOptions(max_df=50), jobs=1)
+        assert len(first.pairs) > 100
+        failed = 0
+        for k, room in enumerate((4, 16, 32, 48, 64, 96, 128, 192, 256)):
+            free = os.statvfs(where)
+            with open(where / "filler", "wb") as filler:  # all the space left but room KB
+                filler.write(b"\0" * max(0, free.f_bavail * free.f_frsize - room * 1024))
+            try:
+                opts = SimilarOptions(max_df=20 + k)  # new pairs to store each time
+                find_similar([tmp_path / "t"], idx, options=opts, jobs=1)
+            except IndexUnusable as exc:
+                assert "No space left on device" in str(exc), exc
+                failed += 1
+            (where / "filler").unlink()
+        assert failed
+        again = find_similar([tmp_path / "t"], idx, options=SimilarOptions(max_df=50), jobs=1)
+        assert described(again) == described(first)

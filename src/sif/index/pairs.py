@@ -346,8 +346,7 @@ def store_pairs(
     ``walk_digest``: the walk that the index matched when they were collated,
     or ``None`` when it is not known to (a file failed to be read).
     """
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with _transaction(con):
         con.execute("DELETE FROM similar_runs")
         _write_pairs(con, cols)
         con.execute(
@@ -355,9 +354,23 @@ def store_pairs(
             "VALUES (?, ?, ?, current_timestamp, ?)",
             [key, stopped, len(cols["a"]), walk_digest],
         )
+
+
+@contextlib.contextmanager
+def _transaction(con: Any) -> Iterator[None]:
+    """The statements of the block in one transaction: committed, or rolled back. A
+    COMMIT that fails (a full disk) has ended the transaction already: the ROLLBACK's
+    own error ("no transaction is active") is dropped, so that the COMMIT's, naming the
+    cause, is the one raised."""
+    import duckdb
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
         raise
 
 
@@ -406,13 +419,8 @@ def save_exact(con: Any, cols: dict[str, npt.NDArray[Any]]) -> None:
     )
     del stored
     if same:
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with _transaction(con):
             _write_pairs(con, cols)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         return
     con.register(
         "sif_exact",
@@ -505,18 +513,36 @@ class DuckPairs:
         with self._working():
             return load_pairs(self.con, key)
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A statement that writes, under the connection's limit; a write the system
+        refuses (a full disk, a read-only place) is IndexUnusable naming the cause, as
+        for the store's own writes (:func:`sif.index.duck._write_error`)."""
+        import duckdb
+
+        from sif.index.duck import _write_error
+
+        with self._working():
+            try:
+                yield
+            except (OSError, duckdb.Error) as exc:
+                error = _write_error(self.store.directory, exc)
+                if error is None:
+                    raise
+                raise error from exc
+
     def store_pairs(
         self, key: str, cols: dict[str, npt.NDArray[Any]], stopped: int, walk_digest: str | None
     ) -> None:
-        with self._working():
+        with self._writing():
             store_pairs(self.con, key, cols, stopped, walk_digest)
 
     def set_walk_digest(self, key: str, digest: str | None) -> None:
-        with self._working():
+        with self._writing():
             set_walk_digest(self.con, key, digest)
 
     def save_exact(self, cols: dict[str, npt.NDArray[Any]]) -> None:
-        with self._working():
+        with self._writing():
             save_exact(self.con, cols)
 
     def close(self) -> None:
