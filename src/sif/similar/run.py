@@ -36,7 +36,7 @@ from sif.similar.model import (
     SimilarSet,
     SimilarStats,
 )
-from sif.similar.score import _score, _scored, pending_exact
+from sif.similar.score import _score, pending_exact
 from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
 from sif.similar.table import GroupTable, PairTable
@@ -225,7 +225,8 @@ def _find(
     )
     if reused is not None:  # every score needed is stored: no file is opened
         cols, files = reused
-        pairs = _score(cols, files, options, fp_params, stats, on_warning, progress)
+        kept = _score(cols, files, options, fp_params, stats, on_warning, progress)
+        pairs = PairTable(files, kept, take=True)
         return _result(pairs, options, stats, started)
     normalize = getattr(params, "normalize", None)
     stats.index = build_index(
@@ -308,7 +309,7 @@ def _find(
                 ) from None
         stats.seconds_collate = time.perf_counter() - t0
         stats.pairs_collated = len(cols["a"])
-        kept = _scored(
+        kept = _score(
             cols, files, options, fp_params, stats, on_warning, progress, pool, jobs, engine
         )
         if options.exact and stats.exact_pairs:

@@ -24,7 +24,6 @@ from sif.similar.exact import (
     _exact,
 )
 from sif.similar.model import SimilarOptions, SimilarStats
-from sif.similar.table import PairTable
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -129,29 +128,9 @@ def _score(
     pool: Any = None,
     jobs: int = 1,
     engine: Any = None,
-) -> PairTable:
-    """:func:`_scored`'s pairs as a :class:`PairTable`."""
-    return PairTable(
-        files,
-        _scored(cols, files, options, params, stats, on_warning, progress, pool, jobs, engine),
-        take=True,
-    )
-
-
-def _scored(
-    cols: dict[str, npt.NDArray[Any]],
-    files: dict[str, npt.NDArray[Any]],
-    options: SimilarOptions,
-    params: FingerprintParams,
-    stats: SimilarStats,
-    on_warning: WarningSink,
-    progress: Progress,
-    pool: Any = None,
-    jobs: int = 1,
-    engine: Any = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """Scores, filters and threshold over all collated pairs, vectorised: the columns of the
-    kept pairs' :class:`PairTable`.
+    kept pairs' :class:`sif.similar.table.PairTable`.
 
     First the pairs to score exactly (:func:`pending_exact`), read and scored
     together (:func:`sif.similar.exact._exact`: each larger file once), their
