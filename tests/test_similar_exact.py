@@ -159,22 +159,32 @@ def test_exact_slices_cover_every_pair_once_by_runs_of_larger_files(
     pairs: list[tuple[int, int]], sizes: list[int], slice_pairs: int
 ) -> None:
     # The histogram cut of the exact pass: every pair in one slice, all pairs of a larger
-    # file in one slice, the slices runs of larger files in the tree's order, each about
-    # the slice's size (one more larger file's pairs at most).
+    # file in one slice, the slices runs of larger files in the tree's order or in the
+    # clusters' order (cluster_rank), each about the slice's size (one more larger file's
+    # pairs at most).
     from sif.similar import exact as exact_mod
 
     files = {"size": np.asarray(sizes, dtype=np.int64)}
     ia = np.asarray([p[0] for p in pairs], dtype=np.int32)
     ib = np.asarray([p[1] for p in pairs], dtype=np.int32)
+    for rank in (None, exact_mod.cluster_rank(len(sizes), ia, ib)):
+        _check_slices(exact_mod, files, ia, ib, slice_pairs, rank)
+
+
+def _check_slices(
+    exact_mod: Any, files: Any, ia: Any, ib: Any, slice_pairs: int, rank: Any
+) -> None:
     old = exact_mod.EXACT_SLICE_PAIRS
     exact_mod.EXACT_SLICE_PAIRS = slice_pairs
     try:
-        parts = exact_mod._slices(ia, ib, files)
+        parts = exact_mod._slices(ia, ib, files, rank)
     finally:
         exact_mod.EXACT_SLICE_PAIRS = old
     got = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-    assert sorted(got.tolist()) == list(range(len(pairs)))
+    assert sorted(got.tolist()) == list(range(len(ia)))
     _, big, _ = exact_mod._larger(ia, ib, files)
+    if rank is not None:
+        big = rank[big]
     spans = [(int(big[p].min()), int(big[p].max())) for p in parts if len(p)]
     for (_, hi), (lo, _) in itertools.pairwise(spans):
         assert hi < lo  # runs of larger files, in order, none in two slices
@@ -207,3 +217,105 @@ def test_small_pass_candidates_known_as_collated_pairs(
         smallpass.KNOWN_SLICE = old
     expect = [((int(k) >> 32), int(k) & 0xFFFFFFFF) in collated for k in key]
     assert known.tolist() == expect
+
+
+def _components_by_search(n: int, edges: list[tuple[int, int]]) -> list[int]:
+    """Each node's component, named by its lowest node: a plain search, the reference."""
+    near: dict[int, set[int]] = {i: set() for i in range(n)}
+    for x, y in edges:
+        near[x].add(y)
+        near[y].add(x)
+    out = [-1] * n
+    for start in range(n):
+        if out[start] >= 0:
+            continue
+        seen, todo = {start}, [start]
+        while todo:
+            for y in near[todo.pop()] - seen:
+                seen.add(y)
+                todo.append(y)
+        for v in seen:
+            out[v] = start  # the lowest: nodes are met in order
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 30).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60),
+        )
+    )
+)
+def test_components_are_those_of_a_plain_search(case: tuple[int, list[tuple[int, int]]]) -> None:
+    from sif.similar.exact import components
+
+    n, edges = case
+    x = np.asarray([e[0] for e in edges], dtype=np.int64)
+    y = np.asarray([e[1] for e in edges], dtype=np.int64)
+    assert components(n, x, y).tolist() == _components_by_search(n, edges)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 30).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60),
+        )
+    )
+)
+def test_cluster_rank_puts_each_cluster_together_in_the_trees_order(
+    case: tuple[int, list[tuple[int, int]]],
+) -> None:
+    # A cluster: the files linked, each to its partner of the lowest row. The rank is a
+    # permutation; each cluster is a run of it, the files of a run in row order.
+    from sif.similar.exact import cluster_rank
+
+    n, pairs = case
+    ia = np.asarray([p[0] for p in pairs], dtype=np.int32)
+    ib = np.asarray([p[1] for p in pairs], dtype=np.int32)
+    rank = cluster_rank(n, ia, ib).tolist()
+    assert sorted(rank) == list(range(n))
+    lowest = {}
+    for a, b in pairs:
+        lowest[a] = min(lowest.get(a, n), b)
+        lowest[b] = min(lowest.get(b, n), a)
+    cluster = _components_by_search(n, list(lowest.items()))
+    by_rank = sorted(range(n), key=rank.__getitem__)
+    runs = [c for c, _ in itertools.groupby(cluster[f] for f in by_rank)]
+    assert len(runs) == len(set(runs))  # each cluster one run
+    for f, g in itertools.pairwise(by_rank):
+        if cluster[f] == cluster[g]:
+            assert f < g
+
+
+def test_the_exact_pass_reads_a_family_spread_over_the_tree_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Four families of edited copies, their files interleaved in the tree (file k of
+    # directory order in family k % 4). With slices of one family's pairs and one chunk a
+    # slice, the pass reads each file once: in the tree's order alone, a slice held
+    # larger files of every family and read their partners again in each.
+    from sif.similar import exact as exact_mod
+
+    for k in range(16):
+        fam = k % 4
+        base = text(100 + fam, 4000)
+        write(tmp_path / f"t/d{k:02d}/m.txt", base[: 2000 + 400 * (k // 4)] + text(200 + k, 300))
+    monkeypatch.setattr(exact_mod, "EXACT_SLICE_PAIRS", 6)
+    monkeypatch.setattr(exact_mod, "EXACT_CHUNKS_PER_JOB", 1)
+
+    def run(index: str) -> tuple[int, list[tuple[str, str, float | None]]]:
+        r = find_similar(
+            [tmp_path / "t"], tmp_path / index, options=SimilarOptions(threshold=10), jobs=1
+        )
+        return r.stats.exact_files_read, [(p.a.path, p.b.path, p.exact_a_in_b) for p in r.pairs]
+
+    reads, pairs = run("idx1")
+    assert len(pairs) == 24 and all(p[2] is not None for p in pairs)  # 4 families, 6 pairs
+    assert reads == 16
+    monkeypatch.setattr(exact_mod, "cluster_rank", lambda n, ia, ib: np.arange(n))
+    tree_reads, tree_pairs = run("idx2")
+    assert tree_pairs == pairs and tree_reads > reads

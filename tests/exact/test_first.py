@@ -409,12 +409,16 @@ def test_a_signal_in_the_compiled_loop_leaves_every_descriptor_in_fds(tmp_path: 
 
     # The timers fall inside one whole call's duration, measured here: a fixed range
     # missed the middle of the loop on a fast machine (4 of 40 trials stopped in it).
-    fds0: dict[int, int] = {}
-    t0 = time.perf_counter()
-    first._firstc.read_first(rows, 0, len(rows), *args, fds0, {})
-    whole = time.perf_counter() - t0
-    for fd in fds0.values():
-        os.close(fd)
+    # The fastest of three calls: a first call from a cold cache, timed alone, put the
+    # timers after the end of the warm calls (seen once: too few trials stopped mid-call).
+    whole = float("inf")
+    for _ in range(3):
+        fds0: dict[int, int] = {}
+        t0 = time.perf_counter()
+        first._firstc.read_first(rows, 0, len(rows), *args, fds0, {})
+        whole = min(whole, time.perf_counter() - t0)
+        for fd in fds0.values():
+            os.close(fd)
     old = signal.signal(signal.SIGALRM, handler)
     rng = random.Random(15)
     mid_call = 0
