@@ -9,7 +9,14 @@ from typing import Any, TypeVar
 
 import click
 
-from sif.cli.common import EXIT_OK, EXIT_WARNINGS, WarningCounter, fail_cleanly, quiet_option
+from sif.cli.common import (
+    EXIT_OK,
+    EXIT_WARNINGS,
+    WarningCounter,
+    fail_cleanly,
+    quiet_option,
+    report_output,
+)
 from sif.report import human_size, json_line
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,14 +116,13 @@ def _act(action: str, opts: dict[str, Any], to: str | None = None, absolute: boo
         warnings.count += 1
         if not quiet:
             click.echo(f"sif: warning: {message}", err=True)
-    out = sys.stdout.buffer
     if opts["dry_run"]:
-        for step in plan.steps:
-            if opts["fmt"] == "json":
-                out.write(json_line(step.to_dict()))
-            else:
-                out.write(step.shell().encode("utf-8", "surrogateescape") + b"\n")
-        out.flush()
+        with report_output() as out:
+            for step in plan.steps:
+                if opts["fmt"] == "json":
+                    out.write(json_line(step.to_dict()))
+                else:
+                    out.write(step.shell().encode("utf-8", "surrogateescape") + b"\n")
         if not quiet:
             click.echo(
                 f"sif: dry run: {len(plan.active):,} steps, {len(plan.noops):,} no-ops, "

@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import io
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 
@@ -153,6 +154,38 @@ def _exit_interrupted() -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(EXIT_INTERRUPTED)
+
+
+REPORT_BUFFER = 1 << 16
+
+
+@contextlib.contextmanager
+def report_output() -> Iterator[BinaryIO]:
+    """Standard output for a report, as bytes, buffered even where Python's is not; flushed
+    when the block ends.
+
+    Under ``python -u`` or ``PYTHONUNBUFFERED`` (set in many container images)
+    ``sys.stdout.buffer`` is the raw file, and each write of a report a
+    system call: 21,455 of them for the 4,129 groups of ``sif dupes /usr``.
+    Then the report goes through a buffer of :data:`REPORT_BUFFER` bytes over
+    a duplicate of the descriptor, closed at the end (standard output itself
+    stays open; a closed reader's ``BrokenPipeError`` comes from here).
+    """
+    out = sys.stdout.buffer
+    try:
+        fd = out.fileno() if isinstance(out, io.RawIOBase) else -1
+    except (OSError, ValueError):  # a raw stream with no descriptor: as it is
+        fd = -1
+    if fd < 0:
+        yield out
+        out.flush()
+        return
+    raw = io.FileIO(os.dup(fd), "wb")
+    buffered = io.BufferedWriter(raw, REPORT_BUFFER)
+    try:
+        yield buffered
+    finally:
+        buffered.close()  # flushes, then closes the duplicate whatever the flush did
 
 
 def _stop_broken_pipe() -> None:

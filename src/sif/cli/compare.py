@@ -15,6 +15,7 @@ from sif.cli.common import (
     format_option,
     jobs_option,
     quiet_option,
+    report_output,
 )
 from sif.cli.index_options import index_option
 from sif.events import display_path
@@ -134,7 +135,8 @@ def compare(
         wait=wait,
         on_warning=warnings,
     )
-    write_compare(result, sys.stdout.buffer, fmt, all_files)
+    with report_output() as out:
+        write_compare(result, out, fmt, all_files)
     if not quiet:
         s = result.stats
         idx = (

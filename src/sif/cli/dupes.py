@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -17,6 +17,7 @@ from sif.cli.common import (
     jobs_option,
     make_progress,
     quiet_option,
+    report_output,
     walk_options,
 )
 from sif.exact import DupesStats, find_duplicates
@@ -94,18 +95,17 @@ def dupes(
     finally:
         if progress is not None:
             progress.close()
-    out = sys.stdout.buffer
-    if dirs:
-        _write_dirs(roots, groups, fmt, match_names, warnings, filters)
-    else:
-        from sif.actions.report import dupes_header, write_report
-
-        header = dupes_header(roots, sys.argv[1:])
-        if fmt == "json":  # the report the actions read (sif link, remove, dedupe)
-            write_report(groups, out, header)
+    with report_output() as out:
+        if dirs:
+            _write_dirs(roots, groups, fmt, match_names, warnings, filters, out)
         else:
-            write_dupes(groups, out, fmt, nul=null, header=header)
-    out.flush()
+            from sif.actions.report import dupes_header, write_report
+
+            header = dupes_header(roots, sys.argv[1:])
+            if fmt == "json":  # the report the actions read (sif link, remove, dedupe)
+                write_report(groups, out, header)
+            else:
+                write_dupes(groups, out, fmt, nul=null, header=header)
     if verbose and not quiet:
         for stage, n in stats.survivors:
             click.echo(f"sif: {n:,} candidates after {stage}", err=True)
@@ -121,7 +121,13 @@ def dupes(
 
 
 def _write_dirs(
-    roots: list[str], groups: Any, fmt: str, match_names: bool, warn: Any, filters: Any
+    roots: list[str],
+    groups: Any,
+    fmt: str,
+    match_names: bool,
+    warn: Any,
+    filters: Any,
+    out: BinaryIO,
 ) -> None:
     """``--dirs``: the groups of identical directories (:mod:`sif.compare.dirs`)."""
     from sif.compare.dirs import identical_directories
@@ -132,4 +138,4 @@ def _write_dirs(
     found = identical_directories(
         roots, groups, match_names=match_names, walk_options=WalkOptions(**opts), on_warning=warn
     )
-    write_dir_groups(found, sys.stdout.buffer, fmt)
+    write_dir_groups(found, out, fmt)

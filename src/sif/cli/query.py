@@ -23,6 +23,7 @@ from sif.cli.common import (
     fail_cleanly,
     format_option,
     quiet_option,
+    report_output,
 )
 from sif.cli.index_options import (
     IndexAnchors,
@@ -161,9 +162,8 @@ def query(
             with open(output, "wb") as f:
                 write_query(results, f, fmt)
         else:
-            out = sys.stdout.buffer
-            write_query(results, out, fmt)
-            out.flush()
+            with report_output() as out:
+                write_query(results, out, fmt)
     finally:
         reader.close()
     if own:

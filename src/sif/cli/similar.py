@@ -18,6 +18,7 @@ from sif.cli.common import (
     jobs_option,
     make_progress,
     quiet_option,
+    report_output,
     walk_options,
 )
 from sif.cli.index_options import (
@@ -231,7 +232,8 @@ def similar(
             with open(output, "wb") as f:
                 write_dir_pairs(pairs, f, fmt)
         else:
-            write_dir_pairs(pairs, sys.stdout.buffer, fmt)
+            with report_output() as out:
+                write_dir_pairs(pairs, out, fmt)
     elif fmt == "html":
         from sif.html import explainer, write_page
         from sif.html.report import similar_report
@@ -241,8 +243,8 @@ def similar(
         with open(output, "wb") as f:
             write_similar(result, f, fmt, by)
     else:
-        out = sys.stdout.buffer
-        write_similar(result, out, fmt, by)
+        with report_output() as out:
+            write_similar(result, out, fmt, by)
     s = result.stats
     if not quiet:
         idx = s.index
