@@ -39,6 +39,7 @@ from sif.similar.model import (
 from sif.similar.score import _score, pending_exact
 from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
+from sif.similar.spill import spill
 from sif.similar.table import GroupTable, PairTable
 from sif.walk import RecordColumns, WalkOptions, c_walk, parallel_walk
 
@@ -287,18 +288,29 @@ def _find(
             _exact_small(cols, files, fp_params, stats, on_warning, progress, pool, jobs, engine)
             cols = _append(cols, _identical_unfingerprinted(files, options.max_df))
             if options.exact:  # --fast reads no file again
-                held = small_pass(
-                    cols,
-                    files,
-                    fp_params.window,
-                    stats,
-                    on_warning,
-                    progress,
-                    pool,
-                    jobs,
-                    engine,
-                    spill=pstore.temp_directory(),
-                )
+                tmp = pstore.temp_directory()
+                # The collated pairs wait on disk while the pass streams every file (the
+                # run's memory peak); it reads two of their columns at its end.
+                view, spilled = spill(cols, tmp)
+                try:
+                    held = small_pass(
+                        view,
+                        files,
+                        fp_params.window,
+                        stats,
+                        on_warning,
+                        progress,
+                        pool,
+                        jobs,
+                        engine,
+                        spill=tmp,
+                    )
+                    del view
+                    if spilled is not None:
+                        cols = spilled.load()
+                finally:
+                    if spilled is not None:
+                        spilled.remove()
                 cols = _append(cols, held)
             try:
                 pstore.store_pairs(key, cols, stats.stopped, digest)

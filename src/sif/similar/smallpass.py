@@ -31,7 +31,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -353,7 +353,7 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
 KNOWN_SLICE = 1 << 18
 
 
-def _known(key: npt.NDArray[np.uint64], cols: dict[str, npt.NDArray[Any]]) -> npt.NDArray[Any]:
+def _known(key: npt.NDArray[np.uint64], cols: Mapping[str, npt.NDArray[Any]]) -> npt.NDArray[Any]:
     """Which of the sorted, distinct pair keys ``key`` (``a << 32 | b``) are pairs of ``cols``.
 
     The collated pairs are looked up :data:`KNOWN_SLICE` at a time in ``key`` (a binary
@@ -372,7 +372,7 @@ def _known(key: npt.NDArray[np.uint64], cols: dict[str, npt.NDArray[Any]]) -> np
 
 
 def small_pass(
-    cols: dict[str, npt.NDArray[Any]],
+    cols: Mapping[str, npt.NDArray[Any]],
     files: dict[str, npt.NDArray[Any]],
     window: int,
     stats: SimilarStats,
@@ -410,7 +410,7 @@ def small_pass(
 
 
 def _small_pass(
-    cols: dict[str, npt.NDArray[Any]],
+    cols: Mapping[str, npt.NDArray[Any]],
     files: dict[str, npt.NDArray[Any]],
     window: int,
     stats: SimilarStats,
@@ -424,7 +424,7 @@ def _small_pass(
     """:func:`small_pass`, untimed."""
     from sif.executors.local import shared_map
 
-    empty = {k: v[:0] for k, v in cols.items()}
+    empty = {k: np.empty(0, dtype=v.dtype) for k, v in cols.items()}  # no view of cols
     size = np.asarray(files["size"], dtype=np.int64)
     grp = np.asarray(files["grp"])
     small = np.flatnonzero((size >= window) & (size < SMALL_PASS_BYTES))
