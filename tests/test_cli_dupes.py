@@ -7,7 +7,9 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from sif.cli import main
@@ -187,3 +189,50 @@ def test_a_report_is_written_in_blocks_under_pythonunbuffered(tmp_path: Path) ->
     n_raw, text_raw = _writes(tmp_path, raw, "dupes", "-j", "1", str(tmp_path / "t"))
     assert text_raw == text_plain and text_plain.count(b"\n") > 1000
     assert n_raw <= n_plain + 5  # before: 1,201 against 18 (a write per line)
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_reader_that_goes_away_stops_sif_quietly_with_status_0(
+    tmp_path: Path, unbuffered: str
+) -> None:
+    # `sif dupes | head -1`: a report larger than the pipe holds. Buffered (the default),
+    # the interpreter's last flush met the closed pipe again and the status was 120.
+    import subprocess
+    import sys
+
+    for g in range(1000):
+        for k in range(2):
+            write(tmp_path / f"t/{k}/file-with-a-long-name-{g:04d}", f"group {g}\n".encode())
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sif", "dupes", "-q", "-j", "1", str(tmp_path / "t")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert p.stdout is not None and p.stderr is not None
+    assert p.stdout.readline().startswith(b"2 files of")
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0 and err == b""
+
+
+def test_report_output_buffers_a_raw_stdout_and_drops_its_buffer_when_stopped(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from sif.cli.common import report_output
+
+    raw = io.FileIO(tmp_path / "out", "wb")
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(raw, write_through=True))  # as -u
+    fds = len(os.listdir("/proc/self/fd"))
+    with report_output() as out:
+        assert out is not raw  # buffered
+        out.write(b"report\n")
+        assert (tmp_path / "out").read_bytes() == b""  # in the buffer yet
+    assert (tmp_path / "out").read_bytes() == b"report\n"
+    with pytest.raises(KeyboardInterrupt), report_output() as out:
+        out.write(b"dropped\n")
+        raise KeyboardInterrupt
+    assert (tmp_path / "out").read_bytes() == b"report\n"
+    assert len(os.listdir("/proc/self/fd")) == fds  # the duplicates closed
+    raw.close()

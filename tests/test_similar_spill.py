@@ -115,3 +115,15 @@ def test_an_interrupted_small_pass_leaves_no_spilled_pairs(
     with pytest.raises(KeyboardInterrupt):
         find_similar([tmp_path / "t"], tmp_path / "i", options=SimilarOptions(), jobs=1)
     assert not [p for p in (tmp_path / "i" / "tmp").iterdir() if p.name.startswith("sif-pairs")]
+
+
+def test_a_ctrl_c_inside_spill_leaves_no_directory(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(spill_mod, "SPILL_FROM_PAIRS", 1)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spill_mod, "release_memory", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        spill({"a": np.arange(5, dtype=np.uint32)}, str(tmp_path))
+    assert not list(tmp_path.iterdir())

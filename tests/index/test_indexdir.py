@@ -24,7 +24,13 @@ from hypothesis import strategies as st
 from sif.errors import ConfigError, IndexCorrupt, IndexInUse
 from sif.index import build_index, open_reader, open_store
 from sif.index.duck import DuckStore
-from sif.index.indexdir import MANIFEST_NAME, MARKER, SEGMENT_NAME, is_own_name
+from sif.index.indexdir import (
+    LEFTOVER_PREFIXES,
+    MANIFEST_NAME,
+    MARKER,
+    SEGMENT_NAME,
+    is_own_name,
+)
 from treeutil import write
 
 
@@ -102,7 +108,7 @@ _NAME = st.text("abcxyz019._-", min_size=1, max_size=10).filter(lambda n: n not 
     top=st.sets(_NAME.filter(lambda n: not is_own_name(n)), max_size=4),
     in_segments=st.sets(_NAME.filter(lambda n: not SEGMENT_NAME.match(n)), max_size=3),
     in_manifests=st.sets(_NAME.filter(lambda n: not MANIFEST_NAME.match(n)), max_size=3),
-    in_tmp=st.sets(_NAME.filter(lambda n: not n.startswith("rebuild-")), max_size=3),
+    in_tmp=st.sets(_NAME.filter(lambda n: not n.startswith(LEFTOVER_PREFIXES)), max_size=3),
 )
 def test_index_runs_never_delete_a_name_sif_does_not_write(
     tmp_path_factory: pytest.TempPathFactory,
@@ -126,6 +132,26 @@ def test_index_runs_never_delete_a_name_sif_does_not_write(
     build_index([base / "t"], idx, jobs=1, rebuild=True)
     assert all(p.read_bytes() == b"not sif's" for p in planted)
     assert len(indexed(idx)) == 4
+
+
+def test_what_a_killed_similar_run_left_in_tmp_goes_at_the_next_writer(tmp_path: Path) -> None:
+    # sif similar's spilled pairs and small-pass table, left by a kill (the OOM killer at
+    # the run's memory peak): the next writer (holding the lock no live run holds) removes
+    # them, and nothing else in tmp/.
+    from sif.similar.smallpass import TABLE_PREFIX
+    from sif.similar.spill import SPILL_PREFIX
+
+    assert SPILL_PREFIX in LEFTOVER_PREFIXES and TABLE_PREFIX in LEFTOVER_PREFIXES
+    texts(tmp_path / "t", 2)
+    idx = tmp_path / "idx"
+    build_index([tmp_path / "t"], idx, jobs=1)
+    left = [idx / "tmp" / f"{SPILL_PREFIX}a1b2", idx / "tmp" / f"{TABLE_PREFIX}c3d4"]
+    for d in left:
+        write(d / "0.npy", b"x" * 1000)
+    write(idx / "tmp" / "pairs-of-mine" / "keep.npy", b"not sif's")
+    build_index([tmp_path / "t"], idx, jobs=1)
+    assert not any(d.exists() for d in left)
+    assert (idx / "tmp" / "pairs-of-mine" / "keep.npy").read_bytes() == b"not sif's"
 
 
 def test_a_non_empty_directory_without_the_marker_is_refused(tmp_path: Path) -> None:

@@ -184,12 +184,25 @@ def report_output() -> Iterator[BinaryIO]:
     buffered = io.BufferedWriter(raw, REPORT_BUFFER)
     try:
         yield buffered
-    finally:
-        buffered.close()  # flushes, then closes the duplicate whatever the flush did
+    except BaseException:
+        # The run is stopping (Ctrl-C, an error): what is buffered is dropped, not
+        # written to a reader that may be gone or stalled, and its error not raised
+        # over the one on its way up.
+        raw.close()
+        with contextlib.suppress(OSError, ValueError):
+            buffered.close()
+        raise
+    buffered.close()  # flushes, then closes the duplicate whatever the flush did
 
 
 def _stop_broken_pipe() -> None:
-    # The reader went away (``sif dupes | head``): stop quietly, like coreutils.
+    # The reader went away (``sif dupes | head``): stop quietly, like coreutils. Standard
+    # output goes to /dev/null first (Python's own advice): the interpreter's last flush
+    # of what its buffer still held met the closed pipe again and exited 120.
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     sys.stderr.close()
     sys.exit(EXIT_OK)
 

@@ -392,15 +392,22 @@ def used_numbers(root: str) -> tuple[int, int]:
     return out[0], out[1]
 
 
+#: What a killed run leaves in ``tmp/``, by the start of its name: a rebuild's staging,
+#: and ``sif similar``'s spilled pairs and small-pass table (sif.similar.spill,
+#: sif.similar.smallpass), each made by sif in a directory of its own.
+LEFTOVER_PREFIXES = (STAGING_PREFIX, "sif-pairs-", "sif-smallpass-")
+
+
 def clear_staging(root: str) -> None:
-    """Delete what killed rebuilds left in ``tmp/`` (under the writer's lock)."""
+    """Delete what killed runs left in ``tmp/`` (:data:`LEFTOVER_PREFIXES`; under the
+    writer's lock: a live run holds it, so what is there is a dead run's)."""
     tmp = os.path.join(root, "tmp")
     try:
         names = os.listdir(tmp)
     except (FileNotFoundError, NotADirectoryError):
         return
     for name in names:
-        if name.startswith(STAGING_PREFIX):
+        if name.startswith(LEFTOVER_PREFIXES):
             import shutil  # here: its import pulls in bz2 and lzma, which readers never need
 
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
+#: The directories of the mapped table begin so (a killed run's are removed by the next
+#: writer: :func:`sif.index.indexdir.clear_staging`).
+TABLE_PREFIX = "sif-smallpass-"
 #: Files under this many bytes are looked for in all others (the issue's 256-1024 B
 #: class, and the smaller ones).
 SMALL_PASS_BYTES = 1024
@@ -133,7 +136,7 @@ def _write_table(table: _Table, under: str) -> _TableFiles | None:
     if any(a.dtype.hasobject for a in arrays.values()):
         return None
     try:
-        directory = tempfile.mkdtemp(prefix="sif-smallpass-", dir=under)
+        directory = tempfile.mkdtemp(prefix=TABLE_PREFIX, dir=under)
     except OSError:
         return None
     try:

@@ -22,6 +22,9 @@ import numpy.typing as npt
 
 from sif.memtrim import release_memory
 
+#: The spill directories' names begin so (a killed run's are removed by the next writer:
+#: :func:`sif.index.indexdir.clear_staging`).
+SPILL_PREFIX = "sif-pairs-"
 #: Fewer collated pairs than this stay in memory (about 40 bytes a pair): writing and
 #: reading them back would cost more than the memory they hold.
 SPILL_FROM_PAIRS = 1 << 20
@@ -33,7 +36,7 @@ class SpilledColumns(Mapping[str, npt.NDArray[Any]]):
     directory (only ever the one this object made)."""
 
     def __init__(self, cols: Mapping[str, npt.NDArray[Any]], parent: str) -> None:
-        self.directory = tempfile.mkdtemp(prefix="sif-pairs-", dir=parent)
+        self.directory = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=parent)
         self._files: dict[str, str] = {}
         try:
             for n, (k, v) in enumerate(cols.items()):
@@ -75,6 +78,10 @@ def spill(
         spilled = SpilledColumns(cols, parent)
     except OSError:
         return cols, None
-    cols.clear()
-    release_memory()  # the freed columns' pages, back to the system
+    try:
+        cols.clear()
+        release_memory()  # the freed columns' pages, back to the system
+    except BaseException:  # a Ctrl-C before the caller holds it: no directory left
+        spilled.remove()
+        raise
     return spilled, spilled
