@@ -219,6 +219,15 @@ def test_small_pass_candidates_known_as_collated_pairs(
     assert known.tolist() == expect
 
 
+#: ``n`` nodes and up to 60 edges (or pairs) between them.
+_GRAPHS = st.integers(1, 30).flatmap(
+    lambda n: st.tuples(
+        st.just(n),
+        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60),
+    )
+)
+
+
 def _components_by_search(n: int, edges: list[tuple[int, int]]) -> list[int]:
     """Each node's component, named by its lowest node: a plain search, the reference."""
     near: dict[int, set[int]] = {i: set() for i in range(n)}
@@ -240,14 +249,7 @@ def _components_by_search(n: int, edges: list[tuple[int, int]]) -> list[int]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.integers(1, 30).flatmap(
-        lambda n: st.tuples(
-            st.just(n),
-            st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60),
-        )
-    )
-)
+@given(_GRAPHS)
 def test_components_are_those_of_a_plain_search(case: tuple[int, list[tuple[int, int]]]) -> None:
     from sif.similar.exact import components
 
@@ -258,14 +260,7 @@ def test_components_are_those_of_a_plain_search(case: tuple[int, list[tuple[int,
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.integers(1, 30).flatmap(
-        lambda n: st.tuples(
-            st.just(n),
-            st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60),
-        )
-    )
-)
+@given(_GRAPHS)
 def test_cluster_rank_puts_each_cluster_together_in_the_trees_order(
     case: tuple[int, list[tuple[int, int]]],
 ) -> None:

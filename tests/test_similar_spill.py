@@ -44,12 +44,12 @@ def test_spilled_columns_read_back_as_written(tmp_path_factory: Any, arrays: Any
 
 def test_spill_keeps_few_pairs_in_memory_and_moves_many(tmp_path: Path, monkeypatch: Any) -> None:
     cols = {"a": np.arange(10, dtype=np.uint32), "x": np.full(10, np.nan)}
-    view, spilled = spill(cols, str(tmp_path))
-    assert view is cols and spilled is None and len(cols) == 2 and not list(tmp_path.iterdir())
+    assert spill(cols, str(tmp_path)) is None
+    assert len(cols) == 2 and not list(tmp_path.iterdir())
     monkeypatch.setattr(spill_mod, "SPILL_FROM_PAIRS", 10)
-    view, spilled = spill(cols, str(tmp_path))
-    assert spilled is not None and view is spilled and cols == {}  # the caller's dict emptied
-    assert np.array_equal(view["a"], np.arange(10))
+    spilled = spill(cols, str(tmp_path))
+    assert spilled is not None and cols == {}  # the caller's dict emptied
+    assert np.array_equal(spilled["a"], np.arange(10))
     spilled.remove()
 
 
@@ -59,14 +59,14 @@ def test_a_spill_that_cannot_be_written_keeps_the_pairs_in_memory(
     monkeypatch.setattr(spill_mod, "SPILL_FROM_PAIRS", 1)
     cols = {"a": np.arange(5, dtype=np.uint32)}
     (tmp_path / "file").write_bytes(b"")
-    view, spilled = spill(cols, str(tmp_path / "file"))  # not a directory
-    assert view is cols and spilled is None and np.array_equal(cols["a"], np.arange(5))
+    assert spill(cols, str(tmp_path / "file")) is None  # not a directory
+    assert np.array_equal(cols["a"], np.arange(5))
     from actionutil import tmpfs
 
     with tmpfs("1m") as where:  # full: the first columns written, then no room
         big = {"a": np.zeros(100_000, dtype=np.uint32), "b": np.zeros(300_000, dtype=np.uint64)}
-        view, spilled = spill(big, str(where))
-        assert view is big and spilled is None and len(big["b"]) == 300_000
+        assert spill(big, str(where)) is None
+        assert len(big["b"]) == 300_000
         assert not list(where.iterdir())  # the partial directory removed
 
 

@@ -291,10 +291,10 @@ def _find(
                 tmp = pstore.temp_directory()
                 # The collated pairs wait on disk while the pass streams every file (the
                 # run's memory peak); it reads two of their columns at its end.
-                view, spilled = spill(cols, tmp)
+                spilled = spill(cols, tmp)
                 try:
                     held = small_pass(
-                        view,
+                        cols if spilled is None else spilled,
                         files,
                         fp_params.window,
                         stats,
@@ -305,7 +305,6 @@ def _find(
                         engine,
                         spill=tmp,
                     )
-                    del view
                     if spilled is not None:
                         cols = spilled.load()
                 finally:

@@ -64,24 +64,21 @@ class SpilledColumns(Mapping[str, npt.NDArray[Any]]):
         shutil.rmtree(self.directory, ignore_errors=True)  # made by __init__: sif's own
 
 
-def spill(
-    cols: dict[str, npt.NDArray[Any]], parent: str | None
-) -> tuple[Mapping[str, npt.NDArray[Any]], SpilledColumns | None]:
-    """``cols`` moved to disk under ``parent`` when they are large enough to pay:
-    ``(view, spilled)``, where ``view`` reads the columns from disk and ``cols`` has been
-    emptied (its arrays freed, unless held elsewhere), or ``(cols, None)`` as they
-    were: few pairs, no ``parent``, or a write refused (a full disk, a read-only
-    index: the memory is only a saving, never worth an error)."""
+def spill(cols: dict[str, npt.NDArray[Any]], parent: str | None) -> SpilledColumns | None:
+    """``cols`` moved to disk under ``parent`` when they are large enough to pay: the
+    :class:`SpilledColumns`, ``cols`` emptied (its arrays freed, unless held elsewhere);
+    or ``None``, ``cols`` as they were: few pairs, no ``parent``, or a write refused (a
+    full disk, a read-only index: the memory is only a saving, never worth an error)."""
     if parent is None or not cols or len(next(iter(cols.values()))) < SPILL_FROM_PAIRS:
-        return cols, None
+        return None
     try:
         spilled = SpilledColumns(cols, parent)
     except OSError:
-        return cols, None
+        return None
     try:
         cols.clear()
         release_memory()  # the freed columns' pages, back to the system
     except BaseException:  # a Ctrl-C before the caller holds it: no directory left
         spilled.remove()
         raise
-    return spilled, spilled
+    return spilled
