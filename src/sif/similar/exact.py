@@ -15,6 +15,7 @@ from sif.core import exactsets as _sets
 from sif.core.sampling import want_jit
 from sif.events import Progress, ScanWarning, WarningSink
 from sif.fingerprint import FingerprintParams
+from sif.memtrim import release_memory
 from sif.similar.estimate import pair_estimates
 from sif.similar.model import (
     SimilarStats,
@@ -332,7 +333,7 @@ def _exact_chunk(
                 sets.release(f, src)
                 if indexed[0] == f:
                     indexed = (-1, None)
-    return _ExactDone(
+    done = _ExactDone(
         np.asarray(rows, dtype=np.int64),
         np.asarray(inters, dtype=np.int64),
         np.asarray(n_a, dtype=np.int64),
@@ -343,6 +344,11 @@ def _exact_chunk(
         sets.changed,
         tuple(warnings),
     )
+    # The chunk's window sets (up to its share of EXACT_CACHE_BYTES) back to the system:
+    # freed, they stayed in the heap of the process that runs the next chunk.
+    del sets, indexed, rows, inters, n_a, n_b, shifts
+    release_memory()
+    return done
 
 
 def _chunk_bounds(big: I64, cost: I64, n: int) -> tuple[I64, I64]:

@@ -150,8 +150,16 @@ def _write_table(table: _Table, under: str) -> _TableFiles | None:
 
 
 def _stream_mapped(files: _TableFiles, job: _Chunk) -> _Streamed:
-    """:func:`_stream_chunk` through the table's files (a worker's item)."""
-    return _stream_chunk(files.load(), job)
+    """:func:`_stream_chunk` through the table's files (a worker's item), its scratch then
+    given back to the system.
+
+    A chunk's scratch (a stamp and a scratch list up to the table's length, its
+    hits) is freed when it returns but stayed in the heap of the process, which
+    then ran the next chunk at its high-water mark.
+    """
+    done = _stream_chunk(files.load(), job)
+    release_memory()
+    return done
 
 
 @dataclass(frozen=True)
