@@ -2,7 +2,7 @@
 to the system (glibc's ``malloc_trim``, :func:`sif.memtrim.release_memory`) once it is
 freed: a chunk's window sets, or its stamp and scratch lists, are freed when it ends,
 but its results are made last, above them in the heap, and the process then ran every
-later chunk at its high-water mark (at a million files, 60-80 MB of the summed peak).
+later chunk at its high-water mark (at a million files, 54-80 MB of the summed peak).
 
 The trim is checked where it is made: it must come after the chunk's sets are gone
 (a trim while they are alive gives nothing back). Whether glibc then returns the
