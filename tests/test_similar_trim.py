@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from test_smallpass import random_table
 from textgen import text
 from treeutil import write
 
@@ -64,19 +65,9 @@ def test_an_exact_chunk_trims_the_heap_once_its_window_sets_are_gone(
 def test_a_small_pass_chunk_trims_the_heap_once_its_scratch_is_gone(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from sif.core.exactsets import IndexedSet
     from sif.similar import smallpass
 
-    values = np.sort(np.random.default_rng(1).integers(-(2**62), 2**62, 5000))
-    table = smallpass._Table(
-        IndexedSet(values, filter_bits=5),
-        np.arange(5000, dtype=np.int32) % 7,
-        7,
-        np.arange(7, dtype=np.int32),
-        np.arange(7, dtype=np.int32),
-        np.arange(7, dtype=np.int64),
-    )
-    files = smallpass._write_table(table, str(tmp_path))
+    files = smallpass._write_table(random_table(), str(tmp_path))
     assert files is not None
     paths = []
     for i in range(7):

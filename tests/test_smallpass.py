@@ -126,14 +126,13 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
         assert not hits.any()
 
 
-def test_the_table_written_for_the_workers_is_the_table_and_is_removed(tmp_path: Path) -> None:
-    """With two jobs the worker maps the table from files under the index's tmp/ instead
-    of receiving it in every item: same pairs as one job, and nothing left behind."""
+def random_table() -> Any:
+    """A small-pass table of 5,000 random values owned by 7 files (a ``smallpass._Table``)."""
     from sif.core.exactsets import IndexedSet
     from sif.similar import smallpass
 
     values = np.sort(np.random.default_rng(1).integers(-(2**62), 2**62, 5000))
-    table = smallpass._Table(
+    return smallpass._Table(
         IndexedSet(values, filter_bits=5),
         np.arange(5000, dtype=np.int32) % 7,
         7,
@@ -141,6 +140,14 @@ def test_the_table_written_for_the_workers_is_the_table_and_is_removed(tmp_path:
         np.arange(7, dtype=np.int32),
         np.arange(7, dtype=np.int64),
     )
+
+
+def test_the_table_written_for_the_workers_is_the_table_and_is_removed(tmp_path: Path) -> None:
+    """With two jobs the worker maps the table from files under the index's tmp/ instead
+    of receiving it in every item: same pairs as one job, and nothing left behind."""
+    from sif.similar import smallpass
+
+    table = random_table()
     files = smallpass._write_table(table, str(tmp_path))
     assert files is not None
     back = files.load()
