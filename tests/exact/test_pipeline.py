@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import xxhash
@@ -486,3 +487,42 @@ def test_one_job_never_imports_multiprocessing(tmp_path: Path) -> None:
     )
     assert r.stdout.splitlines()[-1] == "False False"
     assert str(tmp_path / "a") in r.stdout
+
+
+@pytest.mark.usefixtures("first_loop")
+def test_only_the_shares_a_worker_takes_get_a_compact_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share refined by the process that walked runs on the walk's columns: the
+    compact tables made are those of the shares pickled for the worker, no more."""
+    import sif.exact.pipeline as pipeline
+    import sif.exact.rounds as rounds
+
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 0)
+    base = os.urandom(5_000)
+    for d in range(16):  # 16 sizes, 4 files each: 8 shares for 2 jobs (4 a process)
+        for i in range(4):
+            data = base if i % 2 else base[:d] + bytes([i]) + base[d + 1 :]
+            write(tmp_path / f"d{d}" / f"f{i}", data[: 1000 + 100 * d])
+    expected = groups_of(tmp_path, jobs=1)
+    tables: list[int] = []
+    real_init = rounds._Table.__init__
+
+    def counted(self: object, cols: object, indices: list[int]) -> None:
+        tables.append(len(indices))
+        real_init(self, cols, indices)  # type: ignore[arg-type]
+
+    here: list[int] = []  # this process's refinements (a worker's land in its own copy)
+    real_refine = rounds._refine_task
+
+    def noted(task: Any, progress: object = None) -> Any:
+        if task[1] is not None:  # the walk's indices: no table was made
+            here.append(len(task[1]))
+        return real_refine(task, progress)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rounds._Table, "__init__", counted)
+    monkeypatch.setattr(rounds, "_refine_task", noted)
+    assert groups_of(tmp_path, jobs=2) == expected == naive_groups(tmp_path)
+    assert here and tables  # both processes took shares
+    assert len(here) + len(tables) == 8
+    assert sum(here) + sum(tables) == 64  # every candidate in one share

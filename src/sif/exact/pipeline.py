@@ -50,9 +50,10 @@ from sif.exact.rounds import (
     GROWTH,
     MAX_BLOCK,
     _Outcome,
+    _refine_share,
     _refine_task,
+    _Share,
     _Table,
-    _Task,
     block_schedule,
 )
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
@@ -295,22 +296,16 @@ class ReplicaFinder:
         shares = groups.shares(self.jobs if pool is not None else 1)
         budget = self.memory_budget
         parallel = pool is not None and len(shares) > 1
-        tasks: Iterator[_Task]
-        if parallel:  # a compact table a share, made as the pool takes them: memory stays small
-            tasks = (
-                (_Table(cols, share.flat), None, share.sizes, share.lengths, budget)
-                for share in shares
-            )
-        else:  # here alone: the walk's columns are the table, its indices the rows
-            tasks = iter([(_Table.over(cols), s.flat, s.sizes, s.lengths, budget) for s in shares])
         # Alone, this process reports progress as it reads; shared, as results come in.
-        local = _refine_task if parallel else partial(_refine_task, progress=self.progress)
         outcomes: Iterable[tuple[int, _Outcome]]
-        if parallel:
+        if parallel:  # a worker's share gets a compact table as it is sent (_Share)
             from sif.executors import shared_map
 
-            outcomes = shared_map(_refine_task, tasks, pool, local=local)
-        else:  # as shared_map without a pool, which this process need not import
+            items = (_Share(cols, s.flat, s.sizes, s.lengths, budget) for s in shares)
+            outcomes = shared_map(_refine_share, items, pool)
+        else:  # here alone: the walk's columns are the table, its indices the rows
+            local = partial(_refine_task, progress=self.progress)
+            tasks = [(_Table.over(cols), s.flat, s.sizes, s.lengths, budget) for s in shares]
             outcomes = ((k, local(task)) for k, task in enumerate(tasks))
         # Groups stay compact (size, digest, member indices) until they are read out.
         found: list[tuple[int, str, str, list[int]]] = []
@@ -319,7 +314,7 @@ class ReplicaFinder:
         for k, outcome in outcomes:
             flat = shares[k].flat
             for size, digest, members in outcome.groups:
-                ids = [flat[m] for m in members] if parallel else members
+                ids = members if outcome.walk_rows or not parallel else [flat[m] for m in members]
                 if links:
                     self._check_names(cols, links, ids)
                     first = min(path(j) for i in ids for j in (i, *links.get(i, ())))
