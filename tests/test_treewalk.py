@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -441,6 +442,48 @@ def test_raw_names_read_as_decoded_names(parts: list[list[bytes]], before: list[
     assert again.names == want
     raw.extend([FileRecord("/e/x", 1, 2, 3, 4)])
     assert raw.names == [*want, "x"] and raw.path(len(want)) == "/e/x"
+
+
+def _ask(cols: RecordColumns, start: Any, got: list[list[str]]) -> None:
+    start.wait()
+    got.append(cols.names)
+
+
+def test_raw_names_decoded_by_two_threads_at_once() -> None:
+    """Two threads asking for RecordColumns.names together (``sif dupes -j 2`` makes a
+    worker's table in the pool's feeder thread while this one refines its own share)
+    both get every name once, in order: before, both extended one list at once."""
+    import threading
+    from array import array
+
+    names = [f"n{i:06d}".encode() for i in range(200_000)]
+    want = [n.decode() for n in names]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for _ in range(3):
+            cols = RecordColumns()
+            for part in (names[:100_000], names[100_000:]):
+                offsets = array("q", [0])
+                offsets.extend(itertools.accumulate(map(len, part)))
+                cols.add_raw_names(b"".join(part), offsets)
+            got: list[list[str]] = []
+            start = threading.Barrier(2)
+            threads = [threading.Thread(target=_ask, args=(cols, start, got)) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert got[0] == want and got[1] == want
+            assert cols.names == want and len(cols) == len(want)
+            assert [cols.name(i) for i in (0, 99_999, 100_000, -1)] == [
+                want[0],
+                want[99_999],
+                want[100_000],
+                want[-1],
+            ]
+    finally:
+        sys.setswitchinterval(old)
 
 
 def test_a_file_root_leaves_the_walks_names_raw(tmp_path: Path) -> None:

@@ -81,9 +81,14 @@ class RecordColumns:
     @property
     def names(self) -> list[str]:
         """Every file's name (the raw ones decoded now, once)."""
-        if self._raw:
-            names = self._names
-            for _, blob, offsets in self._raw:
+        raw = self._raw
+        if raw:
+            # Decoded into a new list, published whole, then the raw names dropped: a
+            # thread that asks meanwhile (a worker's table is made as it is pickled, in
+            # the pool's feeder thread) decodes them too, or finds them done, but never
+            # sees a list half extended (before, two threads extended it both at once).
+            names = list(self._names)
+            for _, blob, offsets in raw:
                 text = blob.decode("utf-8", "surrogateescape")
                 if len(text) == len(blob):  # ASCII: characters are bytes
                     names.extend(text[a:b] for a, b in itertools.pairwise(offsets))
@@ -92,7 +97,9 @@ class RecordColumns:
                         blob[a:b].decode("utf-8", "surrogateescape")
                         for a, b in itertools.pairwise(offsets)
                     )
-            self._raw, self._raw_rows = [], 0
+            if self._raw is raw:  # not published by another thread meanwhile
+                self._names = names
+                self._raw, self._raw_rows = [], 0
         return self._names
 
     @names.setter
@@ -111,7 +118,8 @@ class RecordColumns:
     def name(self, i: int) -> str:
         """The name of row ``i`` (a raw one decoded alone); a negative ``i`` counts from
         the end, as for a list."""
-        if not self._raw:
+        raw = self._raw  # once: another thread may publish the decoded names meanwhile
+        if not raw:
             return self._names[i]
         if i < 0:
             i += len(self)
@@ -119,7 +127,6 @@ class RecordColumns:
             raise IndexError("row out of range")
         if i < len(self._names):
             return self._names[i]
-        raw = self._raw
         k = bisect.bisect_right(raw, i, key=lambda r: r[0]) - 1
         start, blob, offsets = raw[k]
         j = i - start

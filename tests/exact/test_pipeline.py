@@ -494,7 +494,10 @@ def test_only_the_shares_a_worker_takes_get_a_compact_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A share refined by the process that walked runs on the walk's columns: the
-    compact tables made are those of the shares pickled for the worker, no more."""
+    compact tables made are those of the shares pickled for the worker, no more. They
+    are made in the pool's feeder thread while this one refines: with threads switched
+    as often as can be, the groups are still right (the walk's names, held raw, were
+    once decoded by both threads into one list, and files "vanished")."""
     import sif.exact.pipeline as pipeline
     import sif.exact.rounds as rounds
 
@@ -504,6 +507,8 @@ def test_only_the_shares_a_worker_takes_get_a_compact_table(
         for i in range(4):
             data = base if i % 2 else base[:d] + bytes([i]) + base[d + 1 :]
             write(tmp_path / f"d{d}" / f"f{i}", data[: 1000 + 100 * d])
+    for i in range(3000):  # files of sizes no other has: their names too are decoded
+        write(tmp_path / "unique" / f"u{i:04d}", b"u" * (5_000 + i))
     expected = groups_of(tmp_path, jobs=1)
     tables: list[int] = []
     real_init = rounds._Table.__init__
@@ -522,7 +527,12 @@ def test_only_the_shares_a_worker_takes_get_a_compact_table(
 
     monkeypatch.setattr(rounds._Table, "__init__", counted)
     monkeypatch.setattr(rounds, "_refine_task", noted)
-    assert groups_of(tmp_path, jobs=2) == expected == naive_groups(tmp_path)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the worker's tables are made in another thread
+    try:
+        assert groups_of(tmp_path, jobs=2) == expected == naive_groups(tmp_path)
+    finally:
+        sys.setswitchinterval(old)
     assert here and tables  # both processes took shares
     assert len(here) + len(tables) == 8
     assert sum(here) + sum(tables) == 64  # every candidate in one share
