@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import threading
 from array import array
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
@@ -32,6 +33,11 @@ class FileRecord(NamedTuple):
     """The name is a symbolic link (followed: ``follow_symlinks``, or a root), not the
     file itself: open it following links; a name that was not a link is opened with
     ``O_NOFOLLOW``."""
+
+
+_DECODING = threading.Lock()
+"""Held while :attr:`RecordColumns.names` decodes raw names (rarely contended: once a
+run, by at most two threads)."""
 
 
 class RecordColumns:
@@ -81,25 +87,27 @@ class RecordColumns:
     @property
     def names(self) -> list[str]:
         """Every file's name (the raw ones decoded now, once)."""
-        raw = self._raw
-        if raw:
-            # Decoded into a new list, published whole, then the raw names dropped: a
-            # thread that asks meanwhile (a worker's table is made as it is pickled, in
-            # the pool's feeder thread) decodes them too, or finds them done, but never
-            # sees a list half extended (before, two threads extended it both at once).
-            names = list(self._names)
-            for _, blob, offsets in raw:
-                text = blob.decode("utf-8", "surrogateescape")
-                if len(text) == len(blob):  # ASCII: characters are bytes
-                    names.extend(text[a:b] for a, b in itertools.pairwise(offsets))
-                else:
-                    names.extend(
-                        blob[a:b].decode("utf-8", "surrogateescape")
-                        for a, b in itertools.pairwise(offsets)
-                    )
-            if self._raw is raw:  # not published by another thread meanwhile
-                self._names = names
-                self._raw, self._raw_rows = [], 0
+        if self._raw:
+            # One thread decodes; one asking meanwhile (``sif dupes -j 2`` makes a
+            # worker's table as it is pickled, in the pool's queue feeder thread) waits
+            # and finds them done. The list is published whole, then the raw names are
+            # dropped, so that name() never sees a list half made (before, two threads
+            # extended one list at once, and paths named other files).
+            with _DECODING:
+                raw = self._raw
+                if raw:
+                    names = self._names[: raw[0][0]]  # the rows before the raw ones
+                    for _, blob, offsets in raw:
+                        text = blob.decode("utf-8", "surrogateescape")
+                        if len(text) == len(blob):  # ASCII: characters are bytes
+                            names.extend(text[a:b] for a, b in itertools.pairwise(offsets))
+                        else:
+                            names.extend(
+                                blob[a:b].decode("utf-8", "surrogateescape")
+                                for a, b in itertools.pairwise(offsets)
+                            )
+                    self._names = names
+                    self._raw, self._raw_rows = [], 0
         return self._names
 
     @names.setter

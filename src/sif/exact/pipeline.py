@@ -315,7 +315,7 @@ class ReplicaFinder:
         for k, outcome in outcomes:
             flat = shares[k].flat
             for size, digest, members in outcome.groups:
-                ids = members if outcome.walk_rows or not parallel else [flat[m] for m in members]
+                ids = members if outcome.walk_rows else [flat[m] for m in members]
                 if links:
                     self._check_names(cols, links, ids)
                     first = min(path(j) for i in ids for j in (i, *links.get(i, ())))

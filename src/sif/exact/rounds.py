@@ -221,8 +221,9 @@ class _Outcome:
     bytes_read: int = 0
     survivors: list[tuple[str, int]] = field(default_factory=list)
     walk_rows: bool = False
-    """Whether the groups name their members by the walk's indices (a :class:`_Share`
-    refined in the process that walked) rather than by rows of a compact table."""
+    """Whether the groups name their members by the walk's indices (a task with rows:
+    refined in the process that walked, on its columns) rather than by the rows of a
+    compact table (a worker's)."""
 
 
 class _Refiner:
@@ -547,9 +548,13 @@ class _Share:
     Made with the walk's columns and indices: the process that walked refines it
     on them (:meth:`_Table.over`, no copy). A share sent to a worker is pickled
     as a share of a compact table of its candidates only, made at that moment,
-    so only the shares the workers take cost a table: before, every share had
-    one, and this process threw away the tables of those it kept (on ``/usr``,
-    101 k candidates, the tables took 0.09 CPU s, about 10 ms a column).
+    so only the shares the workers take cost a table: before, every share got
+    one, also those this process then refined itself, which needed no copy (on
+    ``/usr``, 101 k candidates, the tables took 0.09 CPU s, ~10 ms a column).
+
+    The pickling runs in the pool's queue feeder thread while this one refines:
+    the columns must not change meanwhile, so the walk's raw names are decoded
+    here, when the share is made (a no-op after the first).
     """
 
     __slots__ = ("_cols", "_table", "budget", "flat", "lengths", "sizes")
@@ -563,6 +568,8 @@ class _Share:
         budget: int,
         table: _Table | None = None,
     ) -> None:
+        if cols is not None:
+            cols.names  # noqa: B018 (decoded before the share can be pickled: see above)
         self._cols, self._table, self.flat = cols, table, flat
         self.sizes, self.lengths, self.budget = sizes, lengths, budget
 
@@ -571,11 +578,6 @@ class _Share:
         if self._cols is not None:
             table = _Table(self._cols, self.flat or [])
         return (_Share, (None, None, self.sizes, self.lengths, self.budget, table))
-
-    @property
-    def walk_rows(self) -> bool:
-        """Whether this is the walker's share (rows are the walk's indices)."""
-        return self._cols is not None
 
     def task(self) -> _Task:
         if self._cols is not None:
@@ -587,9 +589,7 @@ class _Share:
 def _refine_share(share: _Share) -> _Outcome:
     """:func:`_refine_task` of a :class:`_Share`, here or in a worker (no progress: the
     caller advances it as outcomes come in)."""
-    outcome = _refine_task(share.task())
-    outcome.walk_rows = share.walk_rows
-    return outcome
+    return _refine_task(share.task())
 
 
 def _refine_task(task: _Task, progress: Progress | None = None) -> _Outcome:
@@ -603,4 +603,6 @@ def _refine_task(task: _Task, progress: Progress | None = None) -> _Outcome:
         members = list(range(start, start + n)) if rows is None else rows[start : start + n]
         tied.append(_Tied(size, members))
         start += n
-    return _Refiner(table, budget, ignore_warning, progress or NullProgress()).run(tied)
+    outcome = _Refiner(table, budget, ignore_warning, progress or NullProgress()).run(tied)
+    outcome.walk_rows = rows is not None
+    return outcome
