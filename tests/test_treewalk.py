@@ -34,7 +34,7 @@ from sif.keyedwalk import keyed_walk
 from sif.pathkeys import new_secret, path_keys, walk_keys
 from sif.records import FileRecord, RecordColumns
 from sif.walk import Walker, WalkOptions, parallel_walk
-from treeutil import write
+from treeutil import threads_switched_often, write
 
 
 @pytest.fixture(autouse=True)
@@ -458,9 +458,7 @@ def test_raw_names_decoded_by_two_threads_at_once() -> None:
 
     names = [f"n{i:06d}".encode() for i in range(200_000)]
     want = [n.decode() for n in names]
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
-    try:
+    with threads_switched_often():
         for _ in range(3):
             cols = RecordColumns()
             for part in (names[:100_000], names[100_000:]):
@@ -482,8 +480,6 @@ def test_raw_names_decoded_by_two_threads_at_once() -> None:
                 want[100_000],
                 want[-1],
             ]
-    finally:
-        sys.setswitchinterval(old)
 
 
 def test_a_file_root_leaves_the_walks_names_raw(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,18 @@ def deadline(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@contextlib.contextmanager
+def threads_switched_often() -> Iterator[None]:
+    """Threads switched as often as the interpreter can (a race between two threads of
+    this process shows up in most runs instead of few)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
 
 
 def write(path: Path | bytes, data: bytes) -> None:

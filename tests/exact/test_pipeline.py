@@ -20,7 +20,7 @@ from fswatch import watching
 from sif.events import ScanWarning
 from sif.exact import DupesStats, block_schedule, find_duplicates
 from sif.exact.pipeline import FIRST_BLOCK, MAX_BLOCK
-from treeutil import write
+from treeutil import threads_switched_often, write
 
 
 def groups_of(root: Path | str, **kw: object) -> set[frozenset[str]]:
@@ -528,12 +528,8 @@ def test_only_the_shares_a_worker_takes_get_a_compact_table(
 
     monkeypatch.setattr(rounds._Table, "__init__", counted)
     monkeypatch.setattr(rounds, "_refine_task", noted)
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # the worker's tables are made in another thread
-    try:
+    with threads_switched_often():  # the worker's tables are made in another thread
         assert groups_of(tmp_path, jobs=2) == expected == naive_groups(tmp_path)
-    finally:
-        sys.setswitchinterval(old)
     assert here and tables  # both processes took shares
     assert len(here) + len(tables) == 8
     assert sum(here) + sum(tables) == 64  # every candidate in one share

@@ -301,7 +301,6 @@ class ReplicaFinder:
         if parallel:  # a worker's share gets a compact table as it is sent (_Share)
             from sif.executors import shared_map
 
-            cols.names  # noqa: B018 (decoded here, once: a worker's table is made in another thread)
             items = (_Share(cols, s.flat, s.sizes, s.lengths, budget) for s in shares)
             outcomes = shared_map(_refine_share, items, pool)
         else:  # here alone: the walk's columns are the table, its indices the rows
