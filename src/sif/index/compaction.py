@@ -202,7 +202,8 @@ def merged_rows(
     then and 7.1-9.0 s with the places (100 k files: 1.65 s, then 0.75-1.0 s).
     """
     n_ranges = max(1, min(1 << BUCKET_BITS, -(-stored_rows // max(chunk_rows, 1))))
-    edges = np.unique(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64)).tolist()
+    # sorted(set()), not np.unique: its first call imports numpy.ma (~15 ms of a run).
+    edges = sorted(set(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64).tolist()))
     readers = [_reader(d) for d in directories]
     places = [_places(live, r.ids) for r in readers]
     for lo, hi in itertools.pairwise(edges):
@@ -218,7 +219,11 @@ def merged_rows(
         keys = values[keep].astype(np.uint64) << np.uint64(32)
         keys |= pos[keep].astype(np.uint64)
         del values, pos, keep
-        keys.sort()
+        # Each segment's keys are sorted already (its rows by value and position; a
+        # file's place grows with its position): timsort merges these runs. On 4.25 M
+        # rows in 7 runs, 0.06 s against 0.29 s for the default sort; 60 runs, 0.10 s
+        # against 0.36 s.
+        keys.sort(kind="stable")
         release_memory()  # the range's parts, freed: the next range reuses no holes
         yield (
             (keys >> np.uint64(32)).astype(np.uint32),
