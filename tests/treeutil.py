@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 class Hangs(Exception):
@@ -48,3 +49,21 @@ def write(path: Path | bytes, data: bytes) -> None:
     os.makedirs(os.path.dirname(raw), exist_ok=True)
     with open(raw, "wb") as f:
         f.write(data)
+
+
+def segment_content(index: Path) -> tuple[list[tuple[int, int]], list[Any], list[Any]]:
+    """What the segments of the index at ``index`` hold, whatever their cut: every row
+    (value, file id), file record and path, each sorted."""
+    from sif.index.segments import Segment
+
+    rows: list[tuple[int, int]] = []
+    recs: list[Any] = []
+    paths: list[Any] = []
+    for name in sorted(os.listdir(index / "segments")):
+        seg = Segment(str(index / "segments" / name))
+        values, ids = seg.all_rows()
+        rows += zip(values.tolist(), ids.tolist(), strict=True)
+        recs += seg.files.tolist()
+        paths += [seg.path(i) for i in range(len(seg.files))]
+        seg.close()
+    return sorted(rows), sorted(recs), sorted(paths)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sif.index import build, build_index, compaction, open_reader
 from sif.index.segments import BUCKET_MIN_ROWS, PATH_BLOCK, make_files, write_segment
 from sif.query import query_files
-from treeutil import write
+from treeutil import segment_content, write
 
 
 def _files(n_files: int, seed: int) -> tuple[object, list[bytes]]:
@@ -148,22 +148,6 @@ def test_compaction_in_tiny_pieces_is_the_default(
     ]
 
 
-def _segment_content(
-    index: Path,
-) -> tuple[list[tuple[int, int]], list[tuple[object, ...]], list[bytes]]:
-    from sif.index.segments import Segment
-
-    rows, recs, paths = [], [], []
-    for name in sorted(os.listdir(index / "segments")):
-        seg = Segment(str(index / "segments" / name))
-        values, ids = seg.all_rows()
-        rows += zip(values.tolist(), ids.tolist(), strict=True)
-        recs += seg.files.tolist()
-        paths += [seg.path(i) for i in range(len(seg.files))]
-        seg.close()
-    return sorted(rows), sorted(recs), sorted(paths)
-
-
 def test_tiny_checkpoints_give_the_same_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -181,7 +165,7 @@ def test_tiny_checkpoints_give_the_same_index(
     parts = build_index([tmp_path / "t"], tmp_path / "parts", jobs=1)
     assert whole.commits == 1 and parts.commits >= 20
     assert len(os.listdir(tmp_path / "parts" / "segments")) == 1
-    assert _segment_content(tmp_path / "whole") == _segment_content(tmp_path / "parts")
+    assert segment_content(tmp_path / "whole") == segment_content(tmp_path / "parts")
     assert sorted(whole.read_paths) == sorted(parts.read_paths)
 
 

@@ -437,7 +437,10 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
-def test_no_space_left_keeps_the_last_committed_state(tmp_path: Path, small_fs: Path) -> None:
+@pytest.mark.parametrize("jobs", ["-j1", "-j2"])  # -j2: the checkpoints commit in a thread
+def test_no_space_left_keeps_the_last_committed_state(
+    tmp_path: Path, small_fs: Path, jobs: str
+) -> None:
     small, big = tmp_path / "small", tmp_path / "big"
     texts(small, 3, seed=5)
     texts(big, 400, size=30_000, seed=6)
@@ -447,10 +450,10 @@ def test_no_space_left_keeps_the_last_committed_state(tmp_path: Path, small_fs: 
     filler = small_fs / "filler"
     with open(filler, "wb") as f:  # leave the index about 150 KB
         f.write(b"\0" * (os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize - 150_000))
-    code, _, err = sif("index", "-j1", "--rebuild", "--index", idx, small, big)
+    code, _, err = sif("index", jobs, "--rebuild", "--index", idx, small, big)
     assert code == 3 and "No space left on device" in one_line(err)
     assert indexed(idx) == before and os.listdir(idx / "tmp") == []  # the rebuild is dropped
-    code, _, err = sif("index", "-j1", "--checkpoint-bytes", "300000", "--index", idx, small, big)
+    code, _, err = sif("index", jobs, "--checkpoint-bytes", "300000", "--index", idx, small, big)
     line = one_line(err)
     assert code == 3 and f"cannot write the index {idx}" in line
     assert "No space left on device" in line and "last committed state" in line

@@ -11,7 +11,9 @@ a changed file is read whole again and all its old entries are dropped. They
 are read on ``jobs`` processes (:func:`sif.executors.local.shared_map`) and
 committed in checkpoints, every :data:`CHECKPOINT_BYTES` read or
 :data:`CHECKPOINT_SECONDS`, so a run killed at any moment keeps the work of
-its finished checkpoints and the next run does the rest.
+its finished checkpoints and the next run does the rest. With two jobs or
+more, a checkpoint is committed in a thread while the next one is collected
+(:mod:`sif.index.committing`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from sif.executors.engine import Engine
 from sif.executors.local import fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
 from sif.index import indexdir
+from sif.index.committing import Committer
 from sif.index.opening import Opening
 from sif.index.runplan import plan_run
 from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
@@ -424,6 +427,7 @@ def build_index(
         else None
     )
     fresh = own_store and _fresh(index, rebuild)  # nothing known: no keys to compare
+    committer: Committer | None = None
     try:
         if opening is not None:
             options = skip_index_dir(options, directory)
@@ -471,6 +475,7 @@ def build_index(
         pending: list[NewFile] = []
         dropped: list[int] = []
         pending_bytes = 0
+        committer = Committer(store, pset, anchors, background=jobs >= 2)
         last = time.monotonic()
         bulk = warming or todo_bytes >= 2 * JIT_MIN_BYTES
         # The rows of each batch in flight, by its number (a batch's items are made as
@@ -514,11 +519,11 @@ def build_index(
                 or len(pending) >= CHECKPOINT_ENTRIES
                 or time.monotonic() - last >= checkpoint_seconds
             ):
-                store.commit(pset, anchors, pending, dropped)
+                committer.commit(pending, dropped)  # in a thread with two jobs or more
                 stats.commits += 1
                 pending, dropped, pending_bytes = [], [], 0
-                release_memory()
                 last = time.monotonic()
+        committer.wait()
         if pending or dropped or gone or empty:  # a run that changes nothing commits nothing
             store.commit(pset, anchors, pending, dropped + gone)
             stats.commits += 1
@@ -531,6 +536,8 @@ def build_index(
     finally:
         if pool is not None:
             pool.shutdown()
+        if committer is not None:  # a commit in flight ends before the store is closed
+            committer.close()
         if opening is not None:
             opening.close()
         if own_store and store is not None:
