@@ -5,6 +5,7 @@ order, a failed commit raised, and the store never closed under a commit in flig
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import threading
 import time
@@ -155,3 +156,87 @@ def test_a_commit_waits_for_the_one_before() -> None:
     assert time.monotonic() - t0 >= 0.15 and store.committed[0] == 0
     committer.wait()
     assert store.committed == [0, 1]
+
+
+def test_two_ctrl_c_during_the_commits_close_the_store_and_keep_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while this process collects, a second while it waits for the commit in
+    flight to end: the store is closed all the same (its lock released), the run's
+    parameters forgotten, and the index holds whole commits."""
+    from sif.index import build
+
+    _tree(tmp_path / "t")
+    monkeypatch.setattr(build, "CHECKPOINT_ENTRIES", 3)
+    monkeypatch.setattr(build, "BATCH_FILES", 3)
+    inner = DuckStore._commit
+    calls: list[str] = []
+
+    def slow(store: DuckStore, *args: Any) -> None:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 2 and calls[-1] == "sif-commit":
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)  # this process is collecting
+            time.sleep(0.4)
+            os.kill(os.getpid(), signal.SIGINT)  # it waits for this commit to end
+            time.sleep(0.4)
+        inner(store, *args)
+
+    monkeypatch.setattr(DuckStore, "_commit", slow)
+    idx = tmp_path / "idx"
+    with pytest.raises(KeyboardInterrupt):
+        build_index([tmp_path / "t"], idx, jobs=2)
+    monkeypatch.undo()
+    assert calls[:2] == ["sif-commit", "sif-commit"]
+    assert build._PARAMS is None
+    store = open_store(idx)  # not IndexInUse: the lock was released
+    try:
+        store.verify()
+        kept = len(store.known_columns(build.DEFAULT_PARAMS).ids)
+    finally:
+        store.close()
+    assert kept % 3 == 0 and 6 <= kept < 60  # whole checkpoints: the second one ended
+
+
+class _PutThenInterrupted(queue.SimpleQueue):  # type: ignore[type-arg]
+    """A queue whose first put is followed by a Ctrl-C (one landing right after it)."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        super().put(item)
+        if not self.interrupted and isinstance(item, tuple):
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+
+def test_a_commit_queued_as_ctrl_c_lands_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _SlowStore()
+    with monkeypatch.context() as m:  # the committer's queue, made as its thread starts
+        m.setattr(queue, "SimpleQueue", _PutThenInterrupted)
+        committer = Committer(store, None, None, background=True)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        committer.commit([None, None], [])  # type: ignore[list-item]
+    assert store.started.wait(5)
+    threading.Timer(0.2, store.release.set).start()
+    committer.close()  # returns only once the commit queued has ended
+    assert store.committed == [2]
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_the_entries_are_freed_before_the_memory_is_trimmed(
+    monkeypatch: pytest.MonkeyPatch, background: bool
+) -> None:
+    from sif.index import committing
+
+    store = _SlowStore()
+    store.release.set()
+    added: list[Any] = [None] * 5
+    seen: list[int] = []
+    monkeypatch.setattr(committing, "release_memory", lambda: seen.append(len(added)))
+    committer = Committer(store, None, None, background=background)  # type: ignore[arg-type]
+    committer.commit(added, [7])
+    committer.wait()
+    committer.close()
+    assert store.committed == [5] and seen == [0] and added == []

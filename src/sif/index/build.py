@@ -18,6 +18,7 @@ more, a checkpoint is committed in a thread while the next one is collected
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from array import array
@@ -324,6 +325,12 @@ def _batches(cols: RecordColumns, rows: npt.NDArray[np.int64]) -> Iterator[list[
         yield batch
 
 
+def _forget_run() -> None:
+    """The run's parameters, which workers forked from this process read, forgotten."""
+    global _PARAMS, _ANCHORS, _CONTENT
+    _PARAMS, _ANCHORS, _CONTENT = None, None, None
+
+
 def skip_index_dir(options: WalkOptions, directory: str | None) -> WalkOptions:
     """``options`` that never walk into the index directory ``directory`` (by inode)."""
     try:
@@ -534,14 +541,17 @@ def build_index(
         progress.stage("compacting", None)
         store.finish(pset, roots=abs_roots)
     finally:
-        if pool is not None:
-            pool.shutdown()
-        if committer is not None:  # a commit in flight ends before the store is closed
-            committer.close()
-        if opening is not None:
-            opening.close()
-        if own_store and store is not None:
-            store.close()
-        _PARAMS, _ANCHORS, _CONTENT = None, None, None
+        # Every step, whatever an earlier one raised (a second Ctrl-C while the pool
+        # shuts down, or while a commit in flight ends); in this order, the last first.
+        with contextlib.ExitStack() as steps:
+            steps.callback(_forget_run)
+            if own_store and store is not None:
+                steps.callback(store.close)
+            if opening is not None:
+                steps.callback(opening.close)
+            if committer is not None:  # the commits queued end before the store is closed
+                steps.callback(committer.close)
+            if pool is not None:
+                steps.callback(pool.shutdown)
     stats.seconds = time.perf_counter() - started
     return stats

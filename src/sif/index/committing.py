@@ -10,31 +10,41 @@ files the run's seven commits were 1.5 of its 6.1 s. Nearly all of a commit
 leaves the GIL (numpy's sort, DuckDB, writes and fsyncs), so a thread commits
 one checkpoint while this process goes on collecting the next.
 
-One commit at a time, in the run's order: :meth:`Committer.commit` first waits
-for the one before, and raises its failure (a full disk: the error a commit
-made here would raise, one checkpoint later; the index keeps its last
-committed state either way). The store is the thread's while a commit runs:
-nothing else may use it until :meth:`Committer.wait` or :meth:`Committer.close`
-returns. :meth:`close` (a failure or Ctrl-C elsewhere) lets a commit in flight
-end, Ctrl-C or not, before the caller closes the store: a DuckDB connection
-closed under a running transaction is not a state to leave an index in. As
-:mod:`sif.index.opening` does, it waits on an event, never on
+One thread for the run, fed through a first-in, first-out queue: commits run
+one at a time, in the run's order. Whether a commit is still in flight is
+never decided in the caller's thread (a Ctrl-C may land anywhere there): to
+wait, the caller queues a marker and waits for the thread to reach it, which
+it does only after every commit queued before. :meth:`Committer.commit` first
+waits so (at most one checkpoint commits while the next is collected) and
+raises the failure of the one before (a full disk: the error a commit made
+here would raise, one checkpoint later; the index keeps its last committed
+state either way). The store is the thread's while a commit runs: nothing
+else may use it until :meth:`Committer.wait` or :meth:`Committer.close`
+returns. :meth:`close` (a failure or Ctrl-C elsewhere) lets the commits
+queued end, Ctrl-C or not, before the caller closes the store: a DuckDB
+connection closed under a running transaction is not a state to leave an
+index in. As :mod:`sif.index.opening` does, it waits on an event, never on
 :meth:`threading.Thread.join`.
 
-With one job (``background`` false) each commit runs in the caller's thread,
-at once: one job means one core.
+The lists handed to :meth:`commit` are the committer's from then on: emptied
+once committed, so that the memory trim after each commit finds the
+checkpoint's entries freed. With one job (``background`` false) each commit
+runs in the caller's thread, at once: one job means one core.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections.abc import Sequence
+from typing import Any
 
 from sif.core.anchors import AnchorSet
 from sif.index.store import IndexStore, NewFile, ParamSet
 from sif.memtrim import release_memory
 
 __all__ = ["Committer"]
+
+_STOP = object()  # the thread's last job
 
 
 class Committer:
@@ -44,56 +54,72 @@ class Committer:
         self, store: IndexStore, pset: ParamSet, anchors: AnchorSet | None, background: bool
     ) -> None:
         self._store, self._pset, self._anchors = store, pset, anchors
-        self._background = background
-        self._done = threading.Event()
-        self._done.set()  # nothing in flight
         self._error: BaseException | None = None
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._serve, name="sif-commit", daemon=True)
+            self._thread.start()  # nothing queued yet: interrupted here, it only idles
 
-    def commit(self, added: Sequence[NewFile], dropped: Sequence[int]) -> None:
+    def commit(self, added: list[NewFile], dropped: list[int]) -> None:
         """Commit ``added`` and ``dropped`` after the commit before (whose failure is
-        raised here instead); in the thread, this returns once it has started."""
+        raised here instead); in the thread, this returns once it is queued."""
         self.wait()
-        if not self._background:
-            self._store.commit(self._pset, self._anchors, added, dropped)
-            release_memory()  # the checkpoint's entries, freed
-            return
-        self._done.clear()
-        thread = threading.Thread(
-            target=self._run, args=(added, dropped), name="sif-commit", daemon=True
-        )
-        try:
-            thread.start()
-        except BaseException:
-            self._done.set()
-            raise
+        if self._thread is None:
+            self._commit(added, dropped)
+        else:
+            self._jobs.put((added, dropped))
 
-    def _run(self, added: Sequence[NewFile], dropped: Sequence[int]) -> None:
-        try:
-            self._store.commit(self._pset, self._anchors, added, dropped)
-            del added, dropped
-            release_memory()
-        except BaseException as exc:  # raised in the caller's thread
-            self._error = exc
-        finally:
-            self._done.set()
+    def _commit(self, added: list[NewFile], dropped: list[int]) -> None:
+        self._store.commit(self._pset, self._anchors, added, dropped)
+        added.clear()  # the checkpoint's entries, freed before the trim
+        dropped.clear()
+        release_memory()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            if isinstance(job, threading.Event):  # every commit queued before it is done
+                job.set()
+            elif self._error is None:  # after a failure, nothing more is committed
+                try:
+                    self._commit(*job)
+                except BaseException as exc:  # raised in the caller's thread
+                    self._error = exc
+            del job
+
+    def _reached(self) -> threading.Event:
+        marker = threading.Event()
+        self._jobs.put(marker)
+        return marker
 
     def wait(self) -> None:
-        """Wait for the commit in flight, if any; raise its failure."""
-        self._done.wait()
+        """Wait for the commits queued, if any; raise the failure of one."""
+        if self._thread is not None:
+            self._reached().wait()
         error, self._error = self._error, None
         if error is not None:
             raise error
 
     def close(self) -> None:
-        """Let a commit in flight end (Ctrl-C meanwhile is raised after it); its failure
-        is dropped: the caller, failing already, raises its own."""
+        """Let the commits queued end (Ctrl-C meanwhile is raised after them) and stop the
+        thread; a failure of theirs is dropped: the caller, failing already, raises its own."""
+        if self._thread is None:
+            return
         interrupted: BaseException | None = None
+        marker: threading.Event | None = None
         while True:
             try:
-                self._done.wait()
+                if marker is None:
+                    marker = self._reached()
+                marker.wait()
                 break
-            except KeyboardInterrupt as exc:
+            except KeyboardInterrupt as exc:  # a marker queued twice is harmless
                 interrupted = exc
+        self._jobs.put(_STOP)
+        self._thread = None
         self._error = None
         if interrupted is not None:
             raise interrupted
