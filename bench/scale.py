@@ -23,7 +23,8 @@ A script, not a timed test. Two parts:
               from wait4), and the peak memory, polled every 10 ms from /proc:
               the largest sum of RSS over the process tree (``rss_sum``: counts
               pages a forked worker shares with its parent twice), the same with
-              PSS (``pss_sum``: shared pages divided among their users), and the
+              PSS (``pss_sum``: shared pages divided among their users; read
+              every 0.1 s, as it costs the tool: ``dupes.PSS_EVERY``), and the
               largest single process's VmHWM. The target (issue 15) is read on
               ``rss_sum``, the stricter of the two.
 
