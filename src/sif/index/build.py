@@ -58,7 +58,8 @@ from sif.walk import FileRecord, RecordColumns, WalkOptions
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
 #: ... or this many entries (what waits for a commit is ~1 KB of Python objects an
-#: entry: 16 MB at most, whatever the files' sizes)...
+#: entry: 16 MB at most, whatever the files' sizes; twice with two jobs or more, as one
+#: checkpoint commits in a thread while the next is collected)...
 CHECKPOINT_ENTRIES = 16384
 #: ... or this many seconds, whichever comes first.
 CHECKPOINT_SECONDS = 30.0
@@ -542,7 +543,8 @@ def build_index(
         store.finish(pset, roots=abs_roots)
     finally:
         # Every step, whatever an earlier one raised (a second Ctrl-C while the pool
-        # shuts down, or while a commit in flight ends); in this order, the last first.
+        # shuts down, or while a commit in flight ends). Run last registered first: the
+        # pool, the commits queued, the opening, the store, then the parameters.
         with contextlib.ExitStack() as steps:
             steps.callback(_forget_run)
             if own_store and store is not None:
