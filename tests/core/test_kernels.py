@@ -175,3 +175,42 @@ def patch_jit(jit: bool) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("sif.fingerprint._use_jit", lambda total: jit)
         yield
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.integers(0, 6000),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["full", "small", "negative", "one byte", "constant"]),
+)
+def test_radix_sort_is_numpys_sort(n: int, seed: int, spread: str) -> None:
+    """The window values' radix sort gives np.sort's order, whatever the values: both
+    signs, duplicates, bytes that never change (passes skipped), around RADIX_MIN."""
+    from sif.core.exactsets import _compiled, sort_values
+
+    rng = np.random.default_rng(seed)
+    values = {
+        "full": lambda: rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True),
+        "small": lambda: rng.integers(0, 300, n, dtype=np.int64),  # duplicates
+        "negative": lambda: rng.integers(-(2**40), 0, n, dtype=np.int64),
+        "one byte": lambda: rng.integers(0, 256, n, dtype=np.int64) << 40,  # one pass only
+        "constant": lambda: np.full(n, -7, dtype=np.int64),
+    }[spread]()
+    want = np.sort(values)
+    got = values.copy()
+    _compiled()["radix_sort"](got, np.empty(n + 5, dtype=np.int64))  # scratch may be longer
+    assert np.array_equal(got, want)
+    got = values.copy()
+    sort_values(got)
+    assert np.array_equal(got, want)
+
+
+def test_window_sets_sorted_by_radix_are_those_sorted_by_numpy() -> None:
+    """window_set_jit (radix from RADIX_MIN values) against the numpy form, on real text
+    below, at and above the threshold."""
+    from sif.core import exactsets
+
+    text = arr(source(7, 200_000))
+    for size in (1500, exactsets.RADIX_MIN + 49, 3000, 60_000, 200_000):
+        data = text[:size]
+        assert np.array_equal(exactsets.window_set_jit(data), exactsets.window_set(data, jit=False))

@@ -309,3 +309,47 @@ def sample_count(values: I64, shift: int) -> int:  # pragma: no cover
         if _sampled(values[i], s):
             k += 1
     return k
+
+
+@njit(cache=True, nogil=True)
+def radix_sort(values: I64, scratch: I64) -> None:  # pragma: no cover
+    """Sort ``values`` in place, as ``np.sort`` does, by least-significant-digit radix.
+
+    Eight passes of one byte each (the sign bit flipped, so that negative values
+    come first), after one pass that counts every byte's histogram; a pass whose
+    byte is the same for every value is skipped. ``scratch`` holds at least
+    ``len(values)`` values (its content is lost). O(n), distribution-free.
+    """
+    n = len(values)
+    if n < 2:
+        return
+    sign = np.uint64(1) << np.uint64(63)
+    counts = np.zeros((8, 256), dtype=np.int64)
+    for i in range(n):
+        u = np.uint64(values[i]) ^ sign
+        for d in range(8):
+            counts[d, (u >> np.uint64(8 * d)) & np.uint64(255)] += 1
+    src, dst = values, scratch[:n]
+    in_scratch = False
+    pos = np.empty(256, dtype=np.int64)
+    for d in range(8):
+        c = counts[d]
+        total = 0
+        constant = False
+        for b in range(256):
+            if c[b] == n:
+                constant = True
+            pos[b] = total
+            total += c[b]
+        if constant:
+            continue
+        shift = np.uint64(8 * d)
+        for i in range(n):
+            v = src[i]
+            digit = ((np.uint64(v) ^ sign) >> shift) & np.uint64(255)
+            dst[pos[digit]] = v
+            pos[digit] += 1
+        src, dst = dst, src
+        in_scratch = not in_scratch
+    if in_scratch:
+        values[:] = src

@@ -152,6 +152,7 @@ def _compiled() -> dict[str, Any]:
         _kernels["probe"] = exactkernels.probe_hits
         _kernels["sample_keep"] = exactkernels.sample_keep
         _kernels["sample_count"] = exactkernels.sample_count
+        _kernels["radix_sort"] = exactkernels.radix_sort
     return _kernels
 
 
@@ -166,9 +167,28 @@ def window_set_jit(data: U8, window: int = WINDOW, base: int = BASE, shift: int 
     if shift > 0:
         kept = int(k["sample_keep"](values, shift))
         values = values[:kept].copy() if kept < len(values) // 8 else values[:kept]
-    values.sort()
+    sort_values(values)
     n = int(k["distinct"](values))  # in place: the distinct values first
     return values[:n] if n > len(values) - len(values) // 8 else values[:n].copy()
+
+
+#: Window values sorted by the radix kernel from this many (numpy's sort is as fast or
+#: faster on fewer: 2.2 against 4.2 us for 300 values, 12.7 against 11.4 at 1,000)...
+RADIX_MIN = 2048
+#: ... up to this many (its scratch array, 8 bytes a value, beside the values: 32 MB).
+#: Rolling-hash values of real files (one core): 4,600 values 49 us against
+#: 96 us for ``np.sort``, 100 k 1.2 ms against 3.7 ms, 1 M 13 ms against 50 ms. The sort
+#: was 29% of the samples of a ``sif similar`` of 100 k files (py-spy, both processes).
+RADIX_MAX = 1 << 22
+
+
+def sort_values(values: I64) -> None:
+    """Sort window values in place: the numba radix kernel between :data:`RADIX_MIN` and
+    :data:`RADIX_MAX` values, ``np.sort`` otherwise (the same order either way)."""
+    if RADIX_MIN <= len(values) <= RADIX_MAX:
+        _compiled()["radix_sort"](values, np.empty_like(values))
+    else:
+        values.sort()
 
 
 def intersection_size_jit(sa: I64, sb: I64) -> int:
