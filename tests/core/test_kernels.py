@@ -205,6 +205,20 @@ def test_radix_sort_is_numpys_sort(n: int, seed: int, spread: str) -> None:
     assert np.array_equal(got, want)
 
 
+def test_radix_sort_at_its_largest_and_beyond() -> None:
+    """sort_values at RADIX_MAX values (the radix kernel's last size) and one more (numpy's
+    sort), with both signs and duplicates: np.sort's order both times."""
+    from sif.core.exactsets import RADIX_MAX, sort_values
+
+    rng = np.random.default_rng(5)
+    for n in (RADIX_MAX, RADIX_MAX + 1):
+        values = rng.integers(-(2**62), 2**62, n, dtype=np.int64)
+        values[::1000] = values[0]
+        want = np.sort(values)
+        sort_values(values)
+        assert np.array_equal(values, want)
+
+
 def test_window_sets_sorted_by_radix_are_those_sorted_by_numpy() -> None:
     """window_set_jit (radix from RADIX_MIN values) against the numpy form, on real text
     below, at and above the threshold."""
