@@ -83,7 +83,7 @@ class Committer:
                 return
             if isinstance(job, threading.Event):  # every commit queued before it is done
                 job.set()
-            elif self._error is None:  # after a failure, nothing more is committed
+            else:  # never after a failure: commit() raises it before it queues another
                 try:
                     self._commit(*job)
                 except BaseException as exc:  # raised in the caller's thread
