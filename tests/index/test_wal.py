@@ -234,6 +234,9 @@ def test_a_vacuum_that_fills_the_disk_is_a_full_disk_not_damage(tmp_path: Path) 
             )
             catalogdb.checkpoint(con)
             con.execute("DELETE FROM f WHERE hash(id) % 100 < 40")
+            # New rows too: with 64 KiB blocks, the vacuum alone fits in the blocks the
+            # deleted rows leave (the file does not grow), and needs no space.
+            con.execute("INSERT INTO f SELECT range, md5(range::VARCHAR) FROM range(60000, 90000)")
             free = os.statvfs(where)
             with open(where / "filler", "wb") as filler:  # all the space left, but 4 KB
                 filler.write(b"\0" * max(0, free.f_bavail * free.f_frsize - 4096))
@@ -288,3 +291,43 @@ def test_a_refused_write_named_on_a_later_line_is_not_damage(tmp_path: Path) -> 
     damaged = pytest.raises(IndexCorrupt, match="invalidated")  # no cause named: damage
     with damaged, catalogdb.catalog_errors(path):
         raise duckdb.FatalException("FATAL Error: database has been invalidated")
+
+
+def _block_size(catalog: Path) -> int:
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        row = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+        assert row is not None
+        return int(row[0])
+    finally:
+        con.close()
+
+
+def test_a_catalog_keeps_the_block_size_it_was_made_with(tmp_path: Path) -> None:
+    """A new catalog is made with :data:`catalogdb.CATALOG_BLOCK` blocks; one made with
+    16 KiB blocks (sif before 2026-12) keeps them, takes new commits and reads back whole
+    (the setting applies only when a catalog is created)."""
+    paths = tree(tmp_path / "t")
+    new = tmp_path / "new"
+    build_index([tmp_path / "t"], new, jobs=1)
+    assert catalogdb.CATALOG_BLOCK != 16384
+    assert _block_size(new / CATALOG) == catalogdb.CATALOG_BLOCK
+
+    old = tmp_path / "old"
+    real_connect = duckdb.connect
+
+    def sixteen_kib(path: str, *args: object, config: dict[str, object] | None = None) -> object:
+        if config is not None and "default_block_size" in config:
+            config = {**config, "default_block_size": "16384"}
+        return real_connect(path, *args, config=config or {})
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(duckdb, "connect", sixteen_kib)
+        build_index([tmp_path / "t"], old, jobs=1)
+    assert _block_size(old / CATALOG) == 16384
+    for p in paths[:10]:
+        p.write_bytes(p.read_bytes() + b" changed")
+    stats = build_index([tmp_path / "t"], old, jobs=1)
+    assert (stats.changed, stats.unchanged) == (10, 20)
+    assert _block_size(old / CATALOG) == 16384
+    assert described(old) == described(new) == 30
