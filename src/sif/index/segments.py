@@ -137,6 +137,19 @@ def _unpack(packed: U8, width: int, idx: npt.NDArray[Any] | None = None) -> U32:
     return out.view("<u4").reshape(-1)
 
 
+def stable_order(values: U32) -> npt.NDArray[np.intp]:
+    """The permutation a stable sort of ``values`` gives (equal values keep their order).
+
+    Two passes of numpy's stable sort on 16 bits (a radix sort, O(n)), the low
+    half first: on the 633 k rows of a commit of 16 k files, 13 ms against 32 ms
+    for one sort of 64-bit (value, position) keys (introsort), and a stable
+    argsort of the 32-bit values (timsort) is slower still.
+    """
+    first = np.argsort((values & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (values >> 16).astype(np.uint16)[first]
+    return first[np.argsort(high, kind="stable")]
+
+
 def write_segment(
     directory: str,
     files: SegmentFiles,
@@ -149,27 +162,21 @@ def write_segment(
     ``files.records``) or, with ``local``, one flat array of values and the
     file position of each. The directory is written under a temporary name,
     every file fsync'ed, then renamed: a crash leaves either nothing or a
-    whole segment (an orphan unless a catalog commit names it). Cost: a sort
-    of the rows, O(n log n).
+    whole segment (an orphan unless a catalog commit names it). Cost: two
+    radix passes over the rows (:func:`stable_order`), O(n).
     """
     if local is None:
         parts = list(fingerprints)
         counts = np.array([len(p) for p in parts], dtype=np.int64)
         values = np.concatenate(parts).astype(np.uint32) if parts else np.empty(0, np.uint32)
-        # The rows by (value, file): the order a stable sort by value gives, since the
-        # files are in order here, in one sort of 64-bit keys (~4x faster than a stable
-        # argsort of the values and two gathers).
-        keys = values.astype(np.uint64) << np.uint64(32)
-        keys |= np.repeat(np.arange(len(parts), dtype=np.uint64), counts)
-        keys.sort()
-        values = (keys >> np.uint64(32)).astype(np.uint32)
-        local = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        del keys
+        # The files are in order here: a stable sort by value gives the rows by (value, file).
+        local = np.repeat(np.arange(len(parts), dtype=np.uint32), counts)
     else:
         values = np.asarray(fingerprints, dtype=np.uint32)
-        order = np.argsort(values, kind="stable")
-        values = values[order]
-        local = local[order]
+    order = stable_order(values)
+    values = values[order]
+    local = local[order]
+    del order
     tmp = temp_dir(os.path.dirname(directory), os.path.basename(directory) + ".", ".tmp")
     if len(values) >= BUCKET_MIN_ROWS:
         counts = np.bincount(values >> BUCKET_BITS, minlength=1 << BUCKET_BITS)
