@@ -214,3 +214,41 @@ def test_pairs_that_cannot_be_stored_for_want_of_space_are_a_full_disk(tmp_path:
         assert failed
         again = find_similar([tmp_path / "t"], idx, options=SimilarOptions(max_df=50), jobs=1)
         assert described(again) == described(first)
+
+
+@pytest.mark.parametrize("step", ["store_pairs", "save_exact"])
+def test_a_full_disk_at_the_pairs_own_commit_is_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """The disk filled just before the pairs' store writes (a real tmpfs, a real ENOSPC):
+    its COMMIT fails and has ended the transaction; the error is IndexUnusable naming the
+    cause, never the ROLLBACK's "no transaction is active". The sweep of free room above
+    reaches this write only at some block sizes of the catalog; this one always does."""
+    import sif.index.pairs as pairs_module
+    from actionutil import tmpfs
+    from sif.errors import IndexUnusable
+
+    family_tree(tmp_path / "t")
+    for n in range(40):
+        write(tmp_path / "t" / "more" / f"m{n}.txt", text(500 + n % 4, 3000) + text(600 + n, 300))
+    with tmpfs("16m") as where:
+        idx = where / "idx"
+        first = find_similar([tmp_path / "t"], idx, options=SimilarOptions(max_df=50), jobs=1)
+        real = getattr(pairs_module, step)
+        filled = []
+
+        def after_filling(con: object, *args: object) -> None:
+            free = os.statvfs(where)
+            with open(where / "filler", "wb") as filler:  # every byte left
+                filler.write(b"\0" * (free.f_bavail * free.f_frsize))
+            filled.append(step)
+            real(con, *args)
+
+        monkeypatch.setattr(pairs_module, step, after_filling)
+        with pytest.raises(IndexUnusable, match="No space left on device"):
+            find_similar([tmp_path / "t"], idx, options=SimilarOptions(max_df=30), jobs=1)
+        assert filled == [step]
+        monkeypatch.undo()
+        (where / "filler").unlink()
+        again = find_similar([tmp_path / "t"], idx, options=SimilarOptions(max_df=50), jobs=1)
+        assert described(again) == described(first)

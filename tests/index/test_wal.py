@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -234,8 +235,8 @@ def test_a_vacuum_that_fills_the_disk_is_a_full_disk_not_damage(tmp_path: Path) 
             )
             catalogdb.checkpoint(con)
             con.execute("DELETE FROM f WHERE hash(id) % 100 < 40")
-            # New rows too: with 64 KiB blocks, the vacuum alone fits in the blocks the
-            # deleted rows leave (the file does not grow), and needs no space.
+            # New rows too, so that the checkpoint needs room: with 64 KiB blocks the
+            # rewrite of the row groups fits in the blocks the file has (it does not grow).
             con.execute("INSERT INTO f SELECT range, md5(range::VARCHAR) FROM range(60000, 90000)")
             free = os.statvfs(where)
             with open(where / "filler", "wb") as filler:  # all the space left, but 4 KB
@@ -316,10 +317,11 @@ def test_a_catalog_keeps_the_block_size_it_was_made_with(tmp_path: Path) -> None
     old = tmp_path / "old"
     real_connect = duckdb.connect
 
-    def sixteen_kib(path: str, *args: object, config: dict[str, object] | None = None) -> object:
+    def sixteen_kib(path: str, *args: object, **kwargs: Any) -> object:
+        config = kwargs.get("config")
         if config is not None and "default_block_size" in config:
-            config = {**config, "default_block_size": "16384"}
-        return real_connect(path, *args, config=config or {})
+            kwargs["config"] = {**config, "default_block_size": "16384"}
+        return real_connect(path, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(duckdb, "connect", sixteen_kib)
