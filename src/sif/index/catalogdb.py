@@ -48,7 +48,7 @@ def wal_size(catalog: str) -> int:
 #: with 64 KiB 0.19 s, with 256 KiB 0.11 s. The catalog's size (and the index's share
 #: of the corpus): 16 KiB 12.2 MB, 64 KiB 9.1 MB, 256 KiB 11.5 MB at 100 k files;
 #: 2.5 / 2.1 / 3.4 MB for 20,000 small files; 1.09 / 1.19 / 2.37 MB for the 7,773
-#: files of Linux's fs/ and drivers/net/; 0.65 / 0.86 / 2.37 MB for the 4,800 of
+#: files of Linux's fs/ and drivers/net/; 0.65 / 0.86 / 2.37 MB for the 4,199 of
 #: /usr/share/doc; an index of one file is 0.49 MB against 0.17 MB (a large block is
 #: mostly empty in a small catalog).
 CATALOG_BLOCK = 64 << 10
