@@ -18,6 +18,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "sif.index._frontc",
+            ["src/sif/index/_frontc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
             "sif._dirc",
             ["src/sif/_dirc.c"],
             depends=["src/sif/_dirent.h"],

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sif.index import build, build_index, compaction, open_reader
-from sif.index.segments import BUCKET_MIN_ROWS, PATH_BLOCK, make_files, write_segment
+from sif.index.segments import (
+    BUCKET_MIN_ROWS,
+    FILE_DTYPE,
+    PATH_BLOCK,
+    make_files,
+    write_segment,
+)
 from sif.query import query_files
 from treeutil import segment_content, write
 
@@ -325,3 +331,85 @@ def test_a_segment_truncated_during_a_merge_is_damage_not_a_short_read(tmp_path:
     os.truncate(d / "fid.npy", os.path.getsize(d / "fid.npy") - 10)
     with pytest.raises(IndexCorrupt, match=r"fid\.npy.*truncated"):
         reader.rows(0, 1 << 15)
+
+
+def _views_tree(top: Path) -> None:
+    """Plain files, random bytes, PostScript, a gzip file, a zip of two members and a
+    tar: entries of both kinds and of two views, and members whose path is longer
+    than their file's (``olen``)."""
+    import gzip
+    import io
+    import tarfile
+    import zipfile
+
+    rng = np.random.default_rng(5)
+
+    def text(n: int) -> bytes:
+        return rng.integers(97, 123, n, dtype=np.uint8).tobytes()
+
+    for i in range(6):
+        write(top / f"d{i % 2}" / f"plain{i}.txt", text(2500 + 40 * i))
+    write(top / "d0" / "doc.txt.gz", gzip.compress(text(4000), mtime=0))
+    write(top / "d0" / "noise.bin", rng.integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    # PostScript: indexed without its prolog (a view of its own).
+    prolog = b"%!PS-Adobe-3.0\n%%BeginProlog\n/x { moveto } def\n%%EndProlog\n"
+    write(top / "d1" / "page.ps", prolog + b"(" + text(3000) + b") show\n")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("in/a.txt", text(3000))
+        z.writestr("in/b.txt", text(3500))
+    write(top / "d1" / "pair.zip", buf.getvalue())
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = text(2800)
+        info = tarfile.TarInfo("member.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    write(top / "d1" / "one.tar", buf.getvalue())
+
+
+def test_a_merge_keeps_each_entry_s_kind_view_digest_and_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _views_tree(tmp_path / "t")
+    whole = build_index([tmp_path / "t"], tmp_path / "whole", jobs=1)
+    monkeypatch.setattr(build, "CHECKPOINT_ENTRIES", 1)  # a segment an entry, then merged
+    monkeypatch.setattr(build, "BATCH_FILES", 1)
+    parts = build_index([tmp_path / "t"], tmp_path / "parts", jobs=1)
+    assert whole.commits == 1 and parts.commits >= 8
+    assert len(os.listdir(tmp_path / "parts" / "segments")) == 1
+    content = segment_content(tmp_path / "whole")
+    assert segment_content(tmp_path / "parts") == content
+    records = content[1]
+    names = FILE_DTYPE.names or ()
+    kinds = {r[names.index("kind")] for r in records}
+    views = {r[names.index("view")] for r in records}
+    assert len(kinds) >= 2 and len(views) >= 2  # not only plain text: the codes were read
+    # Members: the first olen bytes of their path name the file on disk that holds them.
+    from sif.index.segments import Segment
+
+    (name,) = os.listdir(tmp_path / "parts" / "segments")
+    seg = Segment(str(tmp_path / "parts" / "segments" / name))
+    paths = [seg.path(i) for i in range(len(seg.files))]
+    olens = seg.files["olen"].tolist()
+    seg.close()
+    assert [p.find(b"!/") if b"!/" in p else len(p) for p in paths] == olens
+    assert sum(b"!/" in p for p in paths) == 3
+
+
+def test_a_file_of_a_kind_sif_does_not_know_is_damage_to_the_catalog(tmp_path: Path) -> None:
+    import duckdb
+
+    from sif.errors import IndexCorrupt
+    from sif.index.duck import DuckStore
+
+    _views_tree(tmp_path / "t")
+    index = tmp_path / "idx"
+    build_index([tmp_path / "t"], index, jobs=1)
+    con = duckdb.connect(str(index / "catalog.duckdb"))
+    con.execute("UPDATE files SET kind = 'hologram' WHERE id = (SELECT min(id) FROM files)")
+    con.close()
+    with DuckStore(str(index)) as store:
+        pid = store.catalog().execute("SELECT id FROM params").fetchone()[0]
+        with pytest.raises(IndexCorrupt, match=r"catalog\.duckdb.*unknown kind"):
+            store.compact(pid)

@@ -62,6 +62,10 @@ try:
     from sif.index import _lookupc
 except ImportError:  # not built (no compiler when installed): the numpy descent
     _lookupc = None
+try:
+    from sif.index import _frontc
+except ImportError:  # not built: the Python loop (_front_code_py)
+    _frontc = None
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
@@ -206,10 +210,26 @@ def front_code(paths: bytes, offsets: I64) -> tuple[bytes, U8, npt.NDArray[Any]]
 
     ``lcp[i]`` bytes of path ``i`` are those of path ``i - 1`` (0 for every
     :data:`PATH_BLOCK`-th path; at most :data:`MAX_LCP`); the suffixes follow
-    each other, their offsets as ``uint32`` when they fit. Cost: a compare of
-    the first :data:`MAX_LCP` bytes of neighbours (numpy, in chunks of 64k
-    paths), a join of the suffixes.
+    each other, their offsets as ``uint32`` when they fit. Cost: one pass in C
+    (``sif.index._frontc``, 2-3 ms for 100 k paths) where it is built, else
+    :func:`_front_code_py` (~80 ms: a Python slice or two a path).
     """
+    if _frontc is None:
+        return _front_code_py(paths, offsets)
+    offs = np.ascontiguousarray(offsets, dtype=np.int64)
+    suffixes, lcp_bytes = _frontc.front_code(paths, offs, PATH_BLOCK, MAX_LCP)
+    lcp = np.frombuffer(lcp_bytes, dtype=np.uint8)
+    out = np.zeros(len(lcp) + 1, dtype=np.int64)
+    np.cumsum(np.diff(offs) - lcp, out=out[1:])
+    if out[-1] < 1 << 32:
+        return suffixes, lcp, out.astype(np.uint32)
+    return suffixes, lcp, out
+
+
+def _front_code_py(paths: bytes, offsets: I64) -> tuple[bytes, U8, npt.NDArray[Any]]:
+    """:func:`front_code` without the extension: a compare of the first
+    :data:`MAX_LCP` bytes of neighbours (numpy, in chunks of 64k paths), a join of
+    the suffixes."""
     n = len(offsets) - 1
     starts = np.asarray(offsets[:-1], dtype=np.int64)
     lens = np.diff(np.asarray(offsets, dtype=np.int64))
