@@ -256,3 +256,83 @@ def test_a_host_interrupted_while_the_index_is_waited_for_keeps_no_lock(
     assert settled(threads)  # the thread gave up; none took the lock once it was free
     with open_store(idx):  # type: ignore[attr-defined]
         pass
+
+
+# A new index (two jobs, no --wait) is opened while the files are read: only the first
+# commit waits for it.
+
+
+def test_a_new_index_read_while_it_opens_is_the_one_job_index(tmp_path: Path) -> None:
+    from treeutil import segment_content
+
+    _tree(tmp_path / "t", 90)
+    one = build_index([tmp_path / "t"], tmp_path / "one", jobs=1)
+    idx = tmp_path / "t" / "idx"  # under the root, made before the walk: never walked
+    two = build_index([tmp_path / "t"], idx, jobs=2)
+    assert (two.new, two.unchanged, two.failed) == (90, 0, 0)
+    assert one.commits == two.commits == 1
+    # The same fingerprints and paths (file ids follow the order the reads ended in).
+    a, b = segment_content(idx), segment_content(tmp_path / "one")
+    assert sorted(v for v, _ in a[0]) == sorted(v for v, _ in b[0]) and a[2] == b[2]
+    again = build_index([tmp_path / "t"], idx, jobs=2)
+    assert (again.new, again.changed, again.unchanged) == (0, 0, 90)
+
+
+class _SlowReads(NullProgress):
+    """Counts the files read, each taking 10 ms more to collect."""
+
+    def __init__(self) -> None:
+        self.stage_name, self.read = "", 0
+
+    def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
+        self.stage_name = name
+
+    def advance(self, amount: int = 1) -> None:
+        if self.stage_name == "fingerprinting":
+            self.read += 1
+            time.sleep(0.01)
+
+
+def test_a_new_index_locked_by_another_run_is_in_use_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sif.index.build as build
+    from sif.index import indexdir
+
+    _tree(tmp_path / "t", 300)
+    idx = tmp_path / "idx"
+    idx.mkdir()  # a new index whose creator holds the lock: no catalog yet
+    fds, threads = open_fds(), threading.active_count()
+    lock = indexdir.lock(str(idx), False)
+    monkeypatch.setattr(build, "BATCH_FILES", 1)
+    slow = _SlowReads()
+    try:
+        with pytest.raises(IndexInUse):
+            build_index([tmp_path / "t"], idx, jobs=2, progress=slow)
+    finally:
+        indexdir.unlock(lock, True)
+    assert open_fds() == fds and settled(threads)
+    assert not (idx / "segments").exists() or not os.listdir(idx / "segments")
+    # Raised as the reads come in, not after all of them (3 s): the opening fails at once.
+    assert slow.read < 150
+
+
+def test_a_new_index_another_run_filled_meanwhile_is_not_written_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sif.index.build as build
+    from treeutil import segment_content
+
+    _tree(tmp_path / "t")
+    idx = tmp_path / "idx"
+    build_index([tmp_path / "t"], idx, jobs=1)
+    before = segment_content(idx)
+    # As if the other run committed between this one's look and its lock.
+    monkeypatch.setattr(build, "_fresh", lambda index, rebuild: True)
+    with pytest.raises(IndexInUse, match="another run wrote this new index meanwhile"):
+        build_index([tmp_path / "t"], idx, jobs=2)
+    assert segment_content(idx) == before
+    # With --wait a run plans on what the other wrote: nothing new.
+    waited = build_index([tmp_path / "t"], idx, jobs=2, wait=True)
+    assert (waited.new, waited.changed, waited.unchanged) == (0, 0, 60)
+    assert segment_content(idx) == before

@@ -11,6 +11,13 @@ that on two cores it hides behind the walk (~1.5 s at 1 M files). Its failure
 (:meth:`Opening.check`, a chunk of files at a time) and at the latest by
 :meth:`Opening.result`.
 
+A new index knows nothing, so its plan needs nothing from the store: there,
+``sif index`` (two jobs, no ``--wait``) reads and fingerprints while the thread
+imports DuckDB and creates the catalog, checks the thread a batch of results at a
+time, and takes the store at its first commit (``sif.index.build``); a store that
+turns out to hold files then (another run filled it meanwhile) stops the run,
+``IndexInUse``, before anything is written.
+
 :meth:`Opening.close` (Ctrl-C during the walk, or any failure) sets the thread's
 ``cancel`` event: a thread waiting for the index's lock (``--wait``) gives up
 within :data:`sif.index.indexdir.LOCK_POLL`, and one that has the lock goes no
