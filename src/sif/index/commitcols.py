@@ -7,17 +7,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import operator
 import os
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 
 from sif.core.anchors import AnchorSet
 from sif.fingerprint import FingerprintParams
 from sif.index.checks import checksum_files
-from sif.index.segments import make_files, write_segment
+from sif.index.segments import FILE_DTYPE, SegmentFiles, write_segment
 from sif.index.store import NewFile, ParamSet, origin_keys, param_set
 
 if TYPE_CHECKING:
@@ -25,29 +28,69 @@ if TYPE_CHECKING:
 
 
 class Columns:
-    """The fields of the entries of a commit, one list each, made in one pass."""
+    """The fields of the entries of a commit, one list each, made in one pass.
+
+    A comprehension a field read off the entries (CPython's specialised attribute
+    loads: faster than ``attrgetter``), the fields derived from them in C
+    (``map``); a Python step an entry only where an origin, a size on disk or a
+    ctime is not the plain case. At 16 k entries, ~9 ms (with :meth:`files`, ~14
+    ms against ~25 ms for the comprehensions and ``make_files`` before).
+    """
 
     def __init__(self, added: Sequence[NewFile], unknown_ctime: int) -> None:
-        enc = os.fsencode
         kinds, views = codes()
-        self.scans = [f.scan for f in added]
-        self.paths = [enc(f.path) for f in added]
-        self.origins = [
-            p if f.origin is None or f.origin == f.path else enc(f.origin)
-            for f, p in zip(added, self.paths, strict=True)
-        ]
-        self.fingerprints = [s.fingerprints for s in self.scans]
-        self.kinds = [kinds[s.kind] for s in self.scans]
-        self.views = [views[s.view] for s in self.scans]
-        self.n_fp = [len(v) for v in self.fingerprints]
-        self.n_distinct = [s.n_distinct for s in self.scans]
-        self.sizes = [s.size for s in self.scans]
-        self.digests = [s.digest for s in self.scans]
+        encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        self.scans = scans = [f.scan for f in added]
+        names = [f.path for f in added]
+        self.paths = [p.encode(encoding, errors) for p in names]  # os.fsencode's bytes
+        origin_names = [f.origin for f in added]
+        # An entry's origin is its own path (a plain file: the path, or None) but for
+        # archive members and the like.
+        if all(map(operator.eq, origin_names, names)):
+            self.origins = self.paths
+        else:
+            self.origins = [
+                p if o is None or o == n else o.encode(encoding, errors)
+                for n, o, p in zip(names, origin_names, self.paths, strict=True)
+            ]
+        self.fingerprints = [s.fingerprints for s in scans]
+        self.kind_names = [s.kind for s in scans]
+        self.view_names = [s.view for s in scans]
+        self.kinds = list(map(kinds.__getitem__, self.kind_names))
+        self.views = list(map(views.__getitem__, self.view_names))
+        self.n_fp = list(map(len, self.fingerprints))
+        self.n_distinct = [s.n_distinct for s in scans]
+        self.sizes = [s.size for s in scans]
+        self.digests = [s.digest for s in scans]
         self.devs = [f.dev for f in added]
         self.inos = [f.ino for f in added]
         self.mtimes = [f.mtime_ns for f in added]
-        self.file_sizes = [f.disk_size for f in added]
-        self.ctimes = [unknown_ctime if f.ctime_ns is None else f.ctime_ns for f in added]
+        self.file_sizes = [f.file_size for f in added]
+        if None in self.file_sizes:  # unknown: the entry's own bytes (NewFile.disk_size)
+            self.file_sizes = [
+                z if z is not None else n for z, n in zip(self.file_sizes, self.sizes, strict=True)
+            ]
+        self.ctimes = [f.ctime_ns for f in added]
+        if None in self.ctimes:
+            self.ctimes = [unknown_ctime if c is None else c for c in self.ctimes]
+
+    def files(self, ids: npt.NDArray[np.uint32]) -> SegmentFiles:
+        """The segment's files of these entries under ``ids`` (ascending), a column at a
+        time (numpy fills each from its list in C); what :func:`make_files` gives."""
+        n = len(ids)
+        rec = np.zeros(n, dtype=FILE_DTYPE)
+        rec["id"] = ids
+        rec["kind"], rec["view"] = self.kinds, self.views
+        rec["n_fp"], rec["n_distinct"], rec["size"] = self.n_fp, self.n_distinct, self.sizes
+        rec["dev"], rec["ino"], rec["mtime_ns"] = self.devs, self.inos, self.mtimes
+        digests: Sequence[bytes] = self.digests
+        if n and bool((np.fromiter(map(len, digests), np.int64, count=n) != 32).any()):
+            digests = [bytes(d).ljust(32, b"\0")[:32] for d in digests]  # not BLAKE3's
+        rec["digest"] = np.frombuffer(b"".join(digests), dtype="V32")
+        rec["olen"] = list(map(len, self.origins))
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, self.paths), dtype=np.int64, count=n), out=offsets[1:])
+        return SegmentFiles(rec, b"".join(self.paths), offsets)
 
 
 @functools.cache
@@ -77,25 +120,7 @@ def commit_entries(
     ids = np.arange(first, first + len(added), dtype=np.uint32)
     if added:
         cols = Columns(added, unknown_ctime)
-        files = make_files(
-            list(
-                zip(
-                    ids.tolist(),
-                    cols.kinds,
-                    cols.n_fp,
-                    cols.n_distinct,
-                    cols.sizes,
-                    cols.devs,
-                    cols.inos,
-                    cols.mtimes,
-                    cols.digests,
-                    cols.views,
-                    [len(o) for o in cols.origins],
-                    strict=True,
-                )
-            ),
-            cols.paths,
-        )
+        files = cols.files(ids)
         directory = os.path.join(self.root, "segments", name)
         write_segment(directory, files, cols.fingerprints)
         checks = json.dumps(checksum_files(directory))
@@ -111,11 +136,11 @@ def commit_entries(
                 "ino": np.array(cols.inos, dtype=np.uint64),
                 "size": np.array(cols.sizes, dtype=np.int64),
                 "mtime_ns": np.array(cols.mtimes, dtype=np.int64),
-                "kind": obj([s.kind for s in cols.scans]),
+                "kind": obj(cols.kind_names),
                 "digest": obj(cols.digests),
                 "n_fp": np.array(cols.n_fp, dtype=np.uint32),
                 "n_distinct": np.array(cols.n_distinct, dtype=np.uint32),
-                "view": obj([s.view for s in cols.scans]),
+                "view": obj(cols.view_names),
                 "origin": obj(cols.origins),
                 "file_size": np.array(cols.file_sizes, dtype=np.int64),
                 "ctime_ns": np.array(cols.ctimes, dtype=np.int64),

@@ -1,0 +1,120 @@
+"""A commit's per-file columns (``sif.index.commitcols.Columns``), made in two C passes:
+the same segment records and catalog fields as one Python step a field gave, for every
+shape of entry (archive members, unknown sizes and ctimes, names that are not UTF-8)."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sif.content import KINDS, VIEW_NAMES
+from sif.index.build import DEFAULT_PARAMS
+from sif.index.commitcols import Columns
+from sif.index.scan import scan_entries
+from sif.index.segments import make_files
+from sif.index.store import NewFile
+from treeutil import write
+
+UNKNOWN = -(1 << 62)
+
+
+def _entries(root: Path) -> list[NewFile]:
+    """Real scans: plain files (one named with a byte that is not UTF-8), random bytes,
+    and a zip's two members (their origin is the zip)."""
+    rng = np.random.default_rng(3)
+    write(root / "a.txt", rng.integers(97, 123, 3000, dtype=np.uint8).tobytes())
+    write(root / "b.bin", rng.integers(0, 256, 4000, dtype=np.uint8).tobytes())
+    write(
+        os.fsencode(root) + b"/caf\xe9.txt", rng.integers(97, 123, 2000, dtype=np.uint8).tobytes()
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("in/x.txt", rng.integers(97, 123, 2500, dtype=np.uint8).tobytes())
+        z.writestr("in/y.txt", rng.integers(97, 123, 2600, dtype=np.uint8).tobytes())
+    write(root / "m.zip", buf.getvalue())
+    out = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        st_ = os.stat(path)
+        for e in scan_entries(path, DEFAULT_PARAMS):
+            out.append(
+                NewFile(
+                    e.path,
+                    st_.st_dev,
+                    st_.st_ino,
+                    st_.st_mtime_ns,
+                    e.scan,
+                    e.origin,
+                    st_.st_size,
+                    st_.st_ctime_ns,
+                )
+            )
+    return out
+
+
+def _by_hand(added: list[NewFile], ids: np.ndarray) -> tuple[list[tuple[object, ...]], list[bytes]]:
+    """The records and paths as the commit made them before, one field at a time."""
+    kinds = {k: i for i, k in enumerate(KINDS)}
+    views = {v: i for i, v in enumerate(VIEW_NAMES)}
+    paths = [os.fsencode(f.path) for f in added]
+    origins = [
+        p if f.origin is None or f.origin == f.path else os.fsencode(f.origin)
+        for f, p in zip(added, paths, strict=True)
+    ]
+    recs = [
+        (
+            int(i),
+            kinds[f.scan.kind],
+            len(f.scan.fingerprints),
+            f.scan.n_distinct,
+            f.scan.size,
+            f.dev,
+            f.ino,
+            f.mtime_ns,
+            f.scan.digest,
+            views[f.scan.view],
+            len(o),
+        )
+        for i, f, o in zip(ids, added, origins, strict=True)
+    ]
+    return recs, paths
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.data())
+def test_columns_give_what_a_field_at_a_time_gave(tmp_path_factory, data) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("c")
+    base = _entries(root)
+    assert {f.scan.kind for f in base} == set(KINDS)
+    assert sum(f.origin != f.path for f in base) == 2  # the members
+    # Any mix of them, some with their origin, size on disk or ctime unknown.
+    picks = data.draw(st.lists(st.integers(0, len(base) - 1), max_size=12))
+    added = []
+    for k in picks:
+        f = base[k]
+        how = data.draw(st.integers(0, 3))
+        if how == 1:
+            f = NewFile(f.path, f.dev, f.ino, f.mtime_ns, f.scan, None, None, f.ctime_ns)
+        elif how == 2:
+            f = NewFile(f.path, f.dev, f.ino, f.mtime_ns, f.scan, f.origin, f.file_size, None)
+        added.append(f)
+    ids = np.arange(7, 7 + len(added), dtype=np.uint32)
+    cols = Columns(added, UNKNOWN)
+    recs, paths = _by_hand(added, ids)
+    want = make_files(recs, paths)
+    got = cols.files(ids)
+    assert got.records.tobytes() == want.records.tobytes()
+    assert got.paths == want.paths and np.array_equal(got.path_offsets, want.path_offsets)
+    assert list(cols.origins) == [
+        os.fsencode(f.path if f.origin is None else f.origin) for f in added
+    ]
+    assert list(cols.file_sizes) == [f.disk_size for f in added]
+    assert list(cols.ctimes) == [UNKNOWN if f.ctime_ns is None else f.ctime_ns for f in added]
+    assert list(cols.kind_names) == [f.scan.kind for f in added]
+    assert list(cols.view_names) == [f.scan.view for f in added]
