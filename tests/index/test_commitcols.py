@@ -118,3 +118,20 @@ def test_columns_give_what_a_field_at_a_time_gave(tmp_path_factory, data) -> Non
     assert list(cols.ctimes) == [UNKNOWN if f.ctime_ns is None else f.ctime_ns for f in added]
     assert list(cols.kind_names) == [f.scan.kind for f in added]
     assert list(cols.view_names) == [f.scan.view for f in added]
+
+
+def test_the_quick_constructors_make_the_dataclasses() -> None:
+    from dataclasses import fields
+
+    from sif.index.build import _new_file, _Read, _read
+    from sif.index.scan import ScannedFile
+
+    scan = ScannedFile("text", b"d" * 32, np.arange(3, dtype=np.uint32), 9)
+    args = ("/a!/b", 1, 2, 3, scan, "/a", 40, 5)
+    quick, plain = _new_file(*args), NewFile(*args)
+    assert quick == plain and vars(quick) == vars(plain)
+    assert [f.name for f in fields(NewFile)] == list(vars(quick))
+    assert (quick.disk_path, quick.disk_size) == ("/a", 40)
+    read = ("/a", (quick,), (), None)
+    assert _read(*read) == _Read(*read) and vars(_read(*read)) == vars(_Read(*read))
+    assert [f.name for f in fields(_Read)] == list(vars(_read(*read)))
