@@ -237,3 +237,38 @@ def test_a_worker_killed_in_the_middle_of_a_result_ends_the_run_with_worker_died
     if how != "shutdown":
         assert "signal 9" in lines[0], r.stdout
     assert float(lines[-1].split()[-1]) < 20, r.stdout
+
+
+def _ctrl_c_the_parent() -> None:
+    """The fork's first task, as a Ctrl-C would land while the workers start."""
+    os.kill(MAIN, signal.SIGINT)
+
+
+def test_a_ctrl_c_while_the_workers_fork_ends_them(
+    watchdog: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sif.executors.local as local
+
+    monkeypatch.setattr(local, "_nothing", _ctrl_c_the_parent)
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        WorkerPool(2)
+    # Ended before the error left the pool's making (the error's frames still hold it):
+    # a caller that then exits at once (sif's Ctrl-C, os._exit) leaves no orphan behind,
+    # which would hold its caller's pipes open.
+    assert interrupted.traceback and pool_children() == set()
+
+
+def pool_children() -> set[int]:
+    """This process's child processes still alive (from /proc)."""
+    me = str(os.getpid())
+    out = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == me and fields[0] != "Z":
+                out.add(int(pid))
+    return out

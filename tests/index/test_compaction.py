@@ -413,3 +413,22 @@ def test_a_file_of_a_kind_sif_does_not_know_is_damage_to_the_catalog(tmp_path: P
         pid = store.catalog().execute("SELECT id FROM params").fetchone()[0]
         with pytest.raises(IndexCorrupt, match=r"catalog\.duckdb.*unknown kind"):
             store.compact(pid)
+
+
+@pytest.mark.parametrize("column", ["digest", "path", "size"])
+def test_a_file_with_a_field_missing_is_damage_to_the_catalog(tmp_path: Path, column: str) -> None:
+    import duckdb
+
+    from sif.errors import IndexCorrupt
+    from sif.index.duck import DuckStore
+
+    _views_tree(tmp_path / "t")
+    index = tmp_path / "idx"
+    build_index([tmp_path / "t"], index, jobs=1)
+    con = duckdb.connect(str(index / "catalog.duckdb"))
+    con.execute(f"UPDATE files SET {column} = NULL WHERE id = (SELECT max(id) FROM files)")
+    con.close()
+    with DuckStore(str(index)) as store:
+        pid = store.catalog().execute("SELECT id FROM params").fetchone()[0]
+        with pytest.raises(IndexCorrupt, match=rf"catalog\.duckdb.*without its {column}"):
+            store.compact(pid)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sif.errors import IndexCorrupt
@@ -291,6 +291,10 @@ _NAMES = st.lists(
 
 @settings(deadline=None, max_examples=300)
 @given(_NAMES, st.booleans(), st.integers(0, 3))
+# Past two blocks of similar names (every PATH_BLOCK-th path whole), and a path that
+# is a prefix of the one before it (its lcp is its whole length, not more).
+@example([b"/a/b/%04d" % i for i in range(3 * 64 + 5)], False, 0)
+@example([b"/a/bc", b"/a/b", b"/a/b", b"", b"/a"], False, 1)
 def test_the_compiled_front_coding_is_the_python_one(
     names: list[bytes], ordered: bool, lead: int
 ) -> None:

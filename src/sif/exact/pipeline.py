@@ -500,11 +500,11 @@ def find_duplicates(
     )
     start = time.monotonic()
     pool = None
-    if finder.jobs > 1:  # one job never imports multiprocessing (~25 ms of start-up)
-        from sif.executors import fork_pool
-
-        pool = fork_pool(finder.jobs)
     try:
+        if finder.jobs > 1:  # one job never imports multiprocessing (~25 ms of start-up)
+            from sif.executors import fork_pool
+
+            pool = fork_pool(finder.jobs)
         with _collector_paused():
             progress.stage("scanning", unit="files")
             cols, wstats = parallel_walk(roots, options, on_warning, pool, finder.jobs, progress)

@@ -100,18 +100,24 @@ class WorkerPool:
             mp_context=multiprocessing.get_context("fork"),
             initializer=_ignore_sigint,
         )
+        self._workers: list[Any] = []
+        self._dead_since: float | None = None
+        self._unstuck = False
         # A fork context forks every worker at the first submit: do it now, while
         # this process holds no lock and no open index. SIGINT stays blocked
         # until the workers ignore it (a Ctrl-C then reaches this process only).
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            self._executor.submit(_nothing).result()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        # The worker processes, to tell how one died (the executor keeps no record).
-        self._workers = list(getattr(self._executor, "_processes", {}).values())
-        self._dead_since: float | None = None
-        self._unstuck = False
+            try:
+                self._executor.submit(_nothing).result()
+            finally:
+                # The worker processes, to tell how one died (the executor keeps no
+                # record), and to end them should this raise.
+                self._workers = list(getattr(self._executor, "_processes", {}).values())
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a Ctrl-C lands here
+        except BaseException:
+            self.shutdown()  # no caller holds the pool yet: its workers end here
+            raise
 
     def submit(self, func: Callable[..., R], /, *args: Any) -> Task[R]:
         try:

@@ -21,13 +21,21 @@ static PyObject *front_code(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*nn", &paths, &offsets, &block, &max_lcp))
         return NULL;
     PyObject *lcp = NULL, *suffixes = NULL, *result = NULL;
-    const int64_t *off = offsets.buf;
+    int64_t *off = NULL;
     Py_ssize_t n = offsets.len / (Py_ssize_t)sizeof(int64_t) - 1;
     if (offsets.len % (Py_ssize_t)sizeof(int64_t) != 0 || n < 0 || block < 1 || max_lcp < 0 ||
         max_lcp > 255) {
         PyErr_SetString(PyExc_ValueError, "front_code(): bad offsets, block or max_lcp");
         goto done;
     }
+    /* Our own copy: the checks below hold for the loop even if another thread writes
+     * the caller's array once the GIL is released. */
+    off = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (off == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(off, offsets.buf, (size_t)(n + 1) * sizeof(int64_t));
     for (Py_ssize_t i = 0; i < n; i++) /* the paths lie in order within the buffer */
         if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > paths.len) {
             PyErr_SetString(PyExc_ValueError, "front_code(): offsets out of order or range");
@@ -62,6 +70,7 @@ static PyObject *front_code(PyObject *self, PyObject *args) {
         goto done;
     result = Py_BuildValue("(OO)", suffixes, lcp);
 done:
+    PyMem_Free(off);
     Py_XDECREF(lcp);
     Py_XDECREF(suffixes);
     PyBuffer_Release(&paths);

@@ -36,7 +36,7 @@ from sif.core.winnowc import available as compiled_winnow
 from sif.errors import ConfigError, IndexInUse
 from sif.events import NullProgress, Progress, ScanWarning, WarningSink, ignore_warning
 from sif.executors.engine import Engine
-from sif.executors.local import fork_pool, shared_map
+from sif.executors.local import WorkerPool, fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
 from sif.index import indexdir
 from sif.index.committing import Committer
@@ -435,44 +435,45 @@ def build_index(
     jobs = jobs or os.cpu_count() or 1
     stats = IndexStats()
     _PARAMS, _ANCHORS, _CONTENT = params, anchors, content
-    # The pool forks before the store is opened: workers must not inherit the
-    # lock or the catalog, or a killed run would leave the lock held. With
-    # ``jobs`` >= 2 there is one worker a job, and this process coordinates:
-    # it walks, plans, collects and commits, and never loads numba.
-    pool = fork_pool(jobs + 1) if jobs >= 2 else None
-    # A new index reads every file: the workers load numba's kernels while this
-    # process opens the store and walks (not needed with the compiled kernel,
-    # :mod:`sif.core.winnowc`). With an engine, its workers read and warm.
-    # The walk is this process's alone (at a million files in 111k directories,
-    # reading ahead in the workers gained 5% of the walk's wall time but cost 3.5
-    # more CPU seconds and 82 MB more peak); in C, threads of this process read ahead.
-    warming = (
-        pool is not None
-        and store is None
-        and not (params.scheme == "winnow" and compiled_winnow())
-        and _fresh(index, rebuild)
-    )
-    if warming and engine is not None:
-        engine.warm(params)
-    elif warming:
-        assert pool is not None
-        for i in range(pool.processes):
-            pool.submit(_warm, i)
     own_store = store is None
-    # With two jobs or more, the index is opened, verified and read in a thread
-    # (sif.index.opening) while this one walks; a new index (its directory made first:
-    # the walk must know it, to leave it out) while this one walks and reads too: it
-    # knows nothing, so the plan needs nothing from it, and only the first commit waits
-    # for it (DuckDB's import and the catalog's creation: ~0.12 s, a tenth of a run of
-    # 7,773 files). Not with ``wait``: a run that waits for another must plan on what
-    # the other wrote.
-    directory = os.path.abspath(os.fspath(index or default_index_path()))
-    fresh = own_store and _fresh(index, rebuild)  # nothing known: no keys to compare
-    early = own_store and jobs >= 2 and (fresh or os.path.isdir(directory))
-    deferred = early and fresh and not wait
+    pool: WorkerPool | None = None
     opening: Opening | None = None
     committer: Committer | None = None
     try:
+        # The pool forks before the store is opened: workers must not inherit the
+        # lock or the catalog, or a killed run would leave the lock held. With
+        # ``jobs`` >= 2 there is one worker a job, and this process coordinates:
+        # it walks, plans, collects and commits, and never loads numba.
+        pool = fork_pool(jobs + 1) if jobs >= 2 else None  # in the try: a Ctrl-C ends it
+        # A new index reads every file: the workers load numba's kernels while this
+        # process opens the store and walks (not needed with the compiled kernel,
+        # :mod:`sif.core.winnowc`). With an engine, its workers read and warm.
+        # The walk is this process's alone (at a million files in 111k directories,
+        # reading ahead in the workers gained 5% of the walk's wall time but cost 3.5
+        # more CPU seconds and 82 MB more peak); in C, threads of this process read ahead.
+        warming = (
+            pool is not None
+            and store is None
+            and not (params.scheme == "winnow" and compiled_winnow())
+            and _fresh(index, rebuild)
+        )
+        if warming and engine is not None:
+            engine.warm(params)
+        elif warming:
+            assert pool is not None
+            for i in range(pool.processes):
+                pool.submit(_warm, i)
+        # With two jobs or more, the index is opened, verified and read in a thread
+        # (sif.index.opening) while this one walks; a new index (its directory made first:
+        # the walk must know it, to leave it out) while this one walks and reads too: it
+        # knows nothing, so the plan needs nothing from it, and only the first commit waits
+        # for it (DuckDB's import and the catalog's creation: ~0.12 s, a tenth of a run of
+        # 7,773 files). Not with ``wait``: a run that waits for another must plan on what
+        # the other wrote.
+        directory = os.path.abspath(os.fspath(index or default_index_path()))
+        fresh = own_store and _fresh(index, rebuild)  # nothing known: no keys to compare
+        early = own_store and jobs >= 2 and (fresh or os.path.isdir(directory))
+        deferred = early and fresh and not wait
         if early:
             if not os.path.isdir(directory):
                 indexdir.prepare(directory)  # what open_store would do first

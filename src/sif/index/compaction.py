@@ -278,6 +278,9 @@ def file_chunks(
             [kinds, views, pid, lo, hi, segments, segments],
         ).fetchnumpy()
         n = len(cols["id"])
+        for name, col in cols.items():  # DuckDB masks NULLs: a field sif always writes
+            if bool(np.any(getattr(col, "mask", False))):
+                raise corrupt(catalog, f"a file without its {name}")
         rec = np.zeros(n, dtype=FILE_DTYPE)
         for name in ("id", "n_fp", "n_distinct", "size", "dev", "ino", "mtime_ns", "olen"):
             rec[name] = np.asarray(cols[name])
