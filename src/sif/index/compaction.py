@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -206,29 +207,37 @@ def merged_rows(
     edges = sorted(set(np.linspace(0, 1 << BUCKET_BITS, n_ranges + 1).astype(np.int64).tolist()))
     readers = [_reader(d) for d in directories]
     places = [_places(live, r.ids) for r in readers]
+    whole = [bool((p >= 0).all()) for p in places]  # no dead file: every row kept
+    low, high = (0, 1) if sys.byteorder == "little" else (1, 0)  # a key's 32-bit halves
     for lo, hi in itertools.pairwise(edges):
-        values_parts, pos_parts = [], []
-        for reader, place in zip(readers, places, strict=True):
+        parts = []
+        for reader, place, all_live in zip(readers, places, whole, strict=True):
             values, local = reader.rows(lo, hi)
-            values_parts.append(values)
-            pos_parts.append(place[local])
-        values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint32)
-        pos = np.concatenate(pos_parts) if pos_parts else np.empty(0, np.int64)
-        del values_parts, pos_parts
-        keep = pos >= 0
-        keys = values[keep].astype(np.uint64) << np.uint64(32)
-        keys |= pos[keep].astype(np.uint64)
-        del values, pos, keep
+            pos = place[local]
+            if not all_live:
+                keep = pos >= 0
+                values, pos = values[keep], pos[keep]
+            parts.append((values, pos))
+        # Each row's 64-bit key (value, position), written in place into one array for
+        # the range: no concatenation, no temporary a step (at 100 k files the range's
+        # concatenations, keys and split took 0.05 of the merge's 0.16 s of rows).
+        keys = np.empty(sum(len(v) for v, _ in parts), dtype=np.uint64)
+        at = 0
+        for values, pos in parts:
+            part = keys[at : at + len(values)]
+            part[:] = values
+            part <<= np.uint64(32)
+            part |= pos.view(np.uint64)  # positions are >= 0 here
+            at += len(values)
+        del parts
         # Each segment's keys are sorted already (its rows by value and position; a
         # file's place grows with its position): timsort merges these runs. On 4.25 M
         # rows in 7 runs, 0.06 s against 0.29 s for the default sort; 60 runs, 0.10 s
         # against 0.36 s.
         keys.sort(kind="stable")
         release_memory()  # the range's parts, freed: the next range reuses no holes
-        yield (
-            (keys >> np.uint64(32)).astype(np.uint32),
-            (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32),
-        )
+        halves = keys.view(np.uint32).reshape(-1, 2)  # views of the keys: no copy
+        yield halves[:, high], halves[:, low]
 
 
 def _reader(directory: str) -> RangeReader:
