@@ -54,14 +54,22 @@ class Recording(Comparer):
     """A comparer that notes the threads it compared in (and can be interrupted): the
     Python re-check, whose comparison is a method it can wrap."""
 
-    def __init__(self, interrupt_at: int | None = None) -> None:
+    def __init__(
+        self, interrupt_at: int | None = None, helped: threading.Event | None = None
+    ) -> None:
         super().__init__(compiled=False)
         self.threads: set[int] = set()
         self.calls = 0
         self.interrupt_at = interrupt_at
+        self.helped = helped
 
     def same(self, fd_a: int, fd_b: int, size: int) -> bool:
         self.threads.add(threading.get_ident())
+        if self.helped is not None:  # the main lane's first compare waits for the other's
+            if threading.current_thread() is not threading.main_thread():
+                self.helped.set()
+            elif self.calls == 0:
+                self.helped.wait(10)
         if threading.current_thread() is threading.main_thread():
             self.calls += 1
             if self.calls == self.interrupt_at:
@@ -102,7 +110,10 @@ def test_two_lanes_skip_a_file_changed_after_the_report_and_journal_every_step(
     tmp_path: Path,
 ) -> None:
     root, journal, plan, j, runner = start(tmp_path)
-    runner.comparers = [Recording(), Recording()]
+    # Under load the main lane could take every step before the other starts: it
+    # waits (10 s at most) for the other lane's first compare.
+    helped = threading.Event()
+    runner.comparers = [Recording(helped=helped), Recording(helped=helped)]
     victim = root / "c" / "f13"
     st = os.stat(victim)
     changed = victim.read_bytes()[:-2] + b"X\n"
