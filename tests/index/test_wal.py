@@ -333,3 +333,29 @@ def test_a_catalog_keeps_the_block_size_it_was_made_with(tmp_path: Path) -> None
     assert (stats.changed, stats.unchanged) == (10, 20)
     assert _block_size(old / CATALOG) == 16384
     assert described(old) == described(new) == 30
+
+
+class _CtrlC:
+    """An object whose conversion to text is interrupted, as a Ctrl-C landing while
+    DuckDB converts a registered array of objects would be."""
+
+    def __str__(self) -> str:
+        raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_inside_duckdb_s_calls_to_python_is_an_interrupt_not_damage(
+    tmp_path: Path,
+) -> None:
+    from sif.errors import IndexCorrupt
+    from sif.index.catalogdb import catalog_errors
+
+    con = duckdb.connect(str(tmp_path / "c.duckdb"))
+    con.execute("CREATE TABLE t (x VARCHAR)")
+    con.register("b", {"x": np.array([_CtrlC()], dtype=object)})
+    # DuckDB raises a plain Error whose message is the Python traceback.
+    with pytest.raises(KeyboardInterrupt), catalog_errors(str(tmp_path / "c.duckdb")):
+        con.execute("INSERT INTO t SELECT x FROM b")
+    # Any other error stays what it was: damage.
+    with pytest.raises(IndexCorrupt), catalog_errors(str(tmp_path / "c.duckdb")):
+        con.execute("SELECT * FROM no_such_table")
+    con.close()

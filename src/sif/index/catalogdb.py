@@ -85,6 +85,8 @@ def catalog_errors(path: str) -> Iterator[None]:
     except duckdb.InterruptException:
         raise
     except duckdb.Error as exc:
+        if _python_interrupt(exc):
+            raise KeyboardInterrupt from exc
         cause = (str(exc).splitlines() or [type(exc).__name__])[0]
         refused = write_refused(exc)
         if refused and isinstance(exc, duckdb.IOException | duckdb.TransactionException):
@@ -95,6 +97,18 @@ def catalog_errors(path: str) -> Iterator[None]:
         if isinstance(exc, duckdb.OutOfMemoryException) or refused:
             raise IndexUnusable(f"{path}: {refused or cause}") from exc
         raise corrupt(path, cause) from exc
+
+
+def _python_interrupt(exc: BaseException) -> bool:
+    """Whether DuckDB's error is a Ctrl-C that reached Python code it was calling (while
+    it converts a registered numpy array of objects, say): DuckDB 2.0 raises a plain
+    ``duckdb.Error`` whose message is that Python traceback, which ends in
+    ``KeyboardInterrupt`` (seen once in ~320 ``sif index -j 2`` runs interrupted at
+    random moments: "index corrupt", exit 3, instead of exit 130)."""
+    text = str(exc)
+    if not text.startswith("Traceback (most recent call last):"):
+        return False
+    return any(line.startswith("KeyboardInterrupt") for line in text.splitlines())
 
 
 #: A checkpoint of DuckDB "vacuums" tables whose rows were deleted: it rewrites row

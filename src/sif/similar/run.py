@@ -165,8 +165,9 @@ def find_similar(
     jobs = jobs or os.cpu_count() or 1
     # Workers for the exact pass fork now, before the index is opened: they must not
     # inherit its lock or its catalog.
-    pool = fork_pool(jobs) if options.exact and engine is None else None
-    try:
+    pool = None
+    try:  # the fork inside: a Ctrl-C just after it still ends the workers
+        pool = fork_pool(jobs) if options.exact and engine is None else None
         return _find(
             root_list,
             index,
@@ -378,8 +379,9 @@ def _reuse_unchanged(
     # The exact pass's workers walk too (forked before any store was opened); without
     # them, workers of its own, forked before the store is opened: no inherited lock.
     # The C walk needs none (its helpers are threads of this process).
-    own = fork_pool(jobs) if workers is None and not c_walk(walk or WalkOptions()) else None
-    try:
+    own = None
+    try:  # the fork inside: a Ctrl-C just after it still ends the workers
+        own = fork_pool(jobs) if workers is None and not c_walk(walk or WalkOptions()) else None
         skipping = skip_index_dir(walk or WalkOptions(), location)
         walked, _ = parallel_walk(
             root_list, skipping, warnings.append, workers or own, jobs, progress
