@@ -123,8 +123,8 @@ def test_columns_give_what_a_field_at_a_time_gave(tmp_path_factory, data) -> Non
 def test_the_quick_constructors_make_the_dataclasses() -> None:
     from dataclasses import fields
 
-    from sif.index.build import _new_file, _Read, _read
     from sif.index.scan import ScannedFile
+    from sif.index.scanjobs import _new_file, _Read, _read
 
     scan = ScannedFile("text", b"d" * 32, np.arange(3, dtype=np.uint32), 9)
     args = ("/a!/b", 1, 2, 3, scan, "/a", 40, 5)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sif.index import build_index, open_store
+from sif.index import build_index, open_store, scanjobs
 from sif.index.committing import Committer
 from sif.index.duck import DuckStore
 from sif.index.store import NewFile
@@ -188,7 +188,7 @@ def test_two_ctrl_c_during_the_commits_close_the_store_and_keep_an_index(
         build_index([tmp_path / "t"], idx, jobs=2)
     monkeypatch.undo()
     assert calls[:2] == ["sif-commit", "sif-commit"]
-    assert build._PARAMS is None
+    assert scanjobs._PARAMS is None
     store = open_store(idx)  # not IndexInUse: the lock was released
     try:
         store.verify()

@@ -121,7 +121,7 @@ def test_a_batch_of_reads_pickles_as_columns_and_comes_back_whole(tmp_path: Path
     # What a worker sends back: the same reads, entries, warnings and failures.
     import pickle
 
-    import sif.index.build as build
+    from sif.index import scanjobs
 
     paths = tree(tmp_path)
     items = []
@@ -131,11 +131,11 @@ def test_a_batch_of_reads_pickles_as_columns_and_comes_back_whole(tmp_path: Path
             (str(p), st_.st_dev, st_.st_ino, st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns)
         )
     items.append((str(tmp_path / "gone"), 1, 1, 5, 0, 0))
-    build._PARAMS, build._CONTENT = DEFAULT_PARAMS, ContentOptions()
+    scanjobs.set_run(DEFAULT_PARAMS, None, ContentOptions())
     try:
-        reads = build._scan_batch((False, items))
+        reads = scanjobs._scan_batch((False, items))
     finally:
-        build._PARAMS = build._CONTENT = None
+        scanjobs.forget_run()
     back = pickle.loads(pickle.dumps(reads))
     assert type(back) is type(reads) and len(back) == len(reads) == len(items)
     for a, b in zip(reads, back, strict=True):

@@ -9,7 +9,7 @@ the embedded engine's:
 - **Index.** This process walks and plans (:func:`sif.index.build.build_index`),
   cuts the files to read into parts of about equal bytes
   (:func:`byte_parts`), and each worker runs the same
-  :func:`sif.index.build._scan_batch` on a part, with the parameters, the
+  :func:`sif.index.scanjobs._scan_batch` on a part, with the parameters, the
   anchor set and the content options passed to it (scattered once), not
   inherited. Reads come back as compact columns (the fingerprints of each
   entry); this process stays the one writer of the index, committing at its
@@ -139,23 +139,23 @@ def byte_parts(todo: Sequence[Item], parts: int) -> list[list[Item]]:
 
 
 def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> list[Any]:
-    """:func:`sif.index.build._scan_batch` of ``part`` on a worker.
+    """:func:`sif.index.scanjobs._scan_batch` of ``part`` on a worker.
 
     ``context``: (fingerprint parameters, anchor set, content options), given
     explicitly (a worker inherits nothing from the client).
     """
-    from sif.index import build
+    from sif.index import scanjobs
 
-    build._PARAMS, build._ANCHORS, build._CONTENT = context
-    return build._scan_batch((bulk, part))
+    scanjobs.set_run(*context)
+    return scanjobs._scan_batch((bulk, part))
 
 
 def warm_worker(params: Any) -> None:
-    """:func:`sif.index.build._warm` on a worker: numba's kernels loaded for its reads."""
-    from sif.index import build
+    """:func:`sif.index.scanjobs._warm` on a worker: numba's kernels loaded for its reads."""
+    from sif.index import scanjobs
 
-    build._PARAMS = params
-    build._warm()
+    scanjobs._PARAMS = params
+    scanjobs._warm()
 
 
 def _pair_split(cols: Pairs, splits: int) -> list[Pairs]:

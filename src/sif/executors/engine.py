@@ -31,7 +31,7 @@ class Engine(Protocol):
     ) -> Iterator[tuple[int, list[Any]]]:
         """``(index, reads)`` of parts of ``todo``, in completion order.
 
-        ``reads``: what :func:`sif.index.build._scan_batch` gives for the
+        ``reads``: what :func:`sif.index.scanjobs._scan_batch` gives for the
         files of one part (each file once over all parts).
         """
         ...

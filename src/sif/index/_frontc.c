@@ -1,4 +1,4 @@
-/* Front coding of a segment's paths (sif.index.segments.front_code) in C.
+/* Front coding of a segment's paths (sif.index.frontcode.front_code) in C.
  *
  * For each path i of paths[offsets[i]:offsets[i + 1]], the number of its first bytes
  * it shares with path i - 1 (at most max_lcp; 0 for every block-th path, which is
