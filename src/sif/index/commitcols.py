@@ -20,7 +20,13 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.fingerprint import FingerprintParams
 from sif.index.checks import checksum_files
-from sif.index.segments import FILE_DTYPE, SegmentFiles, write_segment
+from sif.index.segments import (
+    FILE_DTYPE,
+    SegmentFiles,
+    digest_column,
+    joined_paths,
+    write_segment,
+)
 from sif.index.store import NewFile, ParamSet, origin_keys, param_set
 
 if TYPE_CHECKING:
@@ -83,14 +89,9 @@ class Columns:
         rec["kind"], rec["view"] = self.kinds, self.views
         rec["n_fp"], rec["n_distinct"], rec["size"] = self.n_fp, self.n_distinct, self.sizes
         rec["dev"], rec["ino"], rec["mtime_ns"] = self.devs, self.inos, self.mtimes
-        digests: Sequence[bytes] = self.digests
-        if n and bool((np.fromiter(map(len, digests), np.int64, count=n) != 32).any()):
-            digests = [bytes(d).ljust(32, b"\0")[:32] for d in digests]  # not BLAKE3's
-        rec["digest"] = np.frombuffer(b"".join(digests), dtype="V32")
+        rec["digest"] = digest_column(self.digests)
         rec["olen"] = list(map(len, self.origins))
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, self.paths), dtype=np.int64, count=n), out=offsets[1:])
-        return SegmentFiles(rec, b"".join(self.paths), offsets)
+        return SegmentFiles(rec, *joined_paths(self.paths))
 
 
 @functools.cache

@@ -45,7 +45,9 @@ from sif.index.segments import (
     _pack,
     _save,
     _width,
+    digest_column,
     front_code,
+    joined_paths,
 )
 from sif.memtrim import release_memory
 
@@ -298,15 +300,8 @@ def file_chunks(
             if n and int(code.min()) < 1:
                 raise corrupt(catalog, f"a file of an unknown {name}")
             rec[name] = code - 1
-        # No Python a file: the digests (32 bytes each, BLAKE3) and paths joined in C.
-        digests = cols["digest"]
-        if n and bool((np.fromiter(map(len, digests), dtype=np.int64, count=n) != 32).any()):
-            digests = [bytes(g).ljust(32, b"\0")[:32] for g in digests]
-        rec["digest"] = np.frombuffer(b"".join(digests), dtype="V32")
-        paths = cols["path"]
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, paths), dtype=np.int64, count=n), out=offsets[1:])
-        yield rec, b"".join(paths), offsets
+        rec["digest"] = digest_column(cols["digest"])  # joined in C, as the paths
+        yield rec, *joined_paths(cols["path"])
 
 
 def compact(store: DuckStore, pid: int, segments: list[int] | None = None) -> int:

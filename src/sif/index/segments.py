@@ -210,10 +210,24 @@ def make_files(rows: Sequence[tuple[Any, ...]], paths: Sequence[bytes]) -> Segme
     records = np.array(full, dtype=FILE_DTYPE)
     order = np.argsort(records["id"], kind="stable")
     records = records[order]
-    ordered = [paths[i] for i in order]
-    offsets = np.zeros(len(ordered) + 1, dtype=np.int64)
-    np.cumsum([len(p) for p in ordered], out=offsets[1:])
-    return SegmentFiles(records, b"".join(ordered), offsets)
+    return SegmentFiles(records, *joined_paths([paths[i] for i in order]))
+
+
+def joined_paths(paths: Sequence[bytes | bytearray]) -> tuple[bytes, I64]:
+    """``paths`` one after the other, and the offsets of each (``n + 1``): C loops."""
+    n = len(paths)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, paths), dtype=np.int64, count=n), out=offsets[1:])
+    return b"".join(paths), offsets
+
+
+def digest_column(digests: Sequence[bytes | bytearray]) -> npt.NDArray[np.void]:
+    """The ``digest`` field of records (``V32``) from ``digests``: joined in C when all
+    are 32 bytes (BLAKE3's), else each padded with NULs or cut to 32 first."""
+    n = len(digests)
+    if n and bool((np.fromiter(map(len, digests), dtype=np.int64, count=n) != 32).any()):
+        digests = [bytes(d).ljust(32, b"\0")[:32] for d in digests]
+    return np.frombuffer(b"".join(digests), dtype="V32")
 
 
 class Segment:
