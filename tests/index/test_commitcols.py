@@ -120,18 +120,57 @@ def test_columns_give_what_a_field_at_a_time_gave(tmp_path_factory, data) -> Non
     assert list(cols.view_names) == [f.scan.view for f in added]
 
 
-def test_the_quick_constructors_make_the_dataclasses() -> None:
-    from dataclasses import fields
+def _fields(f: NewFile) -> tuple[object, ...]:
+    s = f.scan
+    return (
+        f.path,
+        f.dev,
+        f.ino,
+        f.mtime_ns,
+        f.origin,
+        f.file_size,
+        f.ctime_ns,
+        s.kind,
+        s.digest,
+        s.size,
+        s.view,
+        s.n_distinct,
+        s.fingerprints.dtype,
+        s.fingerprints.tobytes(),
+    )
 
-    from sif.index.scan import ScannedFile
-    from sif.index.scanjobs import _new_file, _Read, _read
 
-    scan = ScannedFile("text", b"d" * 32, np.arange(3, dtype=np.uint32), 9)
-    args = ("/a!/b", 1, 2, 3, scan, "/a", 40, 5)
-    quick, plain = _new_file(*args), NewFile(*args)
-    assert quick == plain and vars(quick) == vars(plain)
-    assert [f.name for f in fields(NewFile)] == list(vars(quick))
-    assert (quick.disk_path, quick.disk_size) == ("/a", 40)
-    read = ("/a", (quick,), (), None)
-    assert _read(*read) == _Read(*read) and vars(_read(*read)) == vars(_Read(*read))
-    assert [f.name for f in fields(_Read)] == list(vars(_read(*read)))
+@settings(deadline=None, max_examples=30)
+@given(st.data())
+def test_entries_as_columns_give_their_new_files_back(tmp_path_factory, data) -> None:  # type: ignore[no-untyped-def]
+    # Entries (what the workers send back and a commit takes) hold the same entries as
+    # the NewFile objects they were made of: by index, in order, after a pickle, after
+    # extend, with unknown origins, sizes and ctimes.
+    import pickle
+
+    from sif.index.entries import Entries
+
+    root = tmp_path_factory.mktemp("e")
+    base = _entries(root)
+    picks = data.draw(st.lists(st.integers(0, len(base) - 1), max_size=10))
+    added = []
+    for k in picks:
+        f = base[k]
+        if data.draw(st.booleans()):
+            f = NewFile(f.path, f.dev, f.ino, f.mtime_ns, f.scan, None, None, None)
+        added.append(f)
+    cut = data.draw(st.integers(0, len(added)))
+    entries = Entries.of(added[:cut])
+    entries.extend(added[cut:])  # NewFile objects after
+    both = Entries.of(added[:cut])
+    both.extend(Entries.of(added[cut:]))  # Entries after
+    want = [_fields(f) for f in added]
+    for e in (entries, both, pickle.loads(pickle.dumps(both))):
+        assert len(e) == len(added)
+        assert [_fields(f) for f in e] == want
+        assert [_fields(e[k]) for k in range(len(e))] == want
+        assert e.fingerprints().tobytes() == b"".join(f.scan.fingerprints.tobytes() for f in added)
+    if added:
+        assert _fields(entries[-1]) == want[-1]
+    entries.clear()
+    assert len(entries) == 0 and entries.fingerprints().size == 0

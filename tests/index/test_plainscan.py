@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -117,39 +118,56 @@ def test_plain_batches_of_any_bytes(tmp_path_factory: pytest.TempPathFactory, bl
             )
 
 
-def test_a_batch_of_reads_pickles_as_columns_and_comes_back_whole(tmp_path: Path) -> None:
-    # What a worker sends back: the same reads, entries, warnings and failures.
+def test_a_batch_is_read_into_columns_in_its_order_and_pickles_whole(tmp_path: Path) -> None:
+    # What a worker sends back: every file of the batch in its order, the entries of
+    # those read (plain ones in bulk, the others one by one, in their place) as the
+    # per-file scan gives them, the failures and their positions; the same after a
+    # trip through pickle.
     import pickle
 
     from sif.index import scanjobs
+    from sif.index.scan import ScannedEntry
 
     paths = tree(tmp_path)
+    with zipfile.ZipFile(tmp_path / "m.zip", "w") as z:
+        z.writestr("in/x.txt", b"the first member, of words " * 100)
+        z.writestr("in/y.txt", b"the second member, other words " * 100)
+    paths.insert(3, tmp_path / "m.zip")  # an archive between plain files
     items = []
     for p in paths:
         st_ = os.stat(p)
         items.append(
             (str(p), st_.st_dev, st_.st_ino, st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns)
         )
-    items.append((str(tmp_path / "gone"), 1, 1, 5, 0, 0))
+    items.insert(5, (str(tmp_path / "gone"), 1, 1, 5, 0, 0))
     scanjobs.set_run(DEFAULT_PARAMS, None, ContentOptions())
     try:
-        reads = scanjobs._scan_batch((False, items))
+        batch = scanjobs._scan_batch((False, items))
     finally:
         scanjobs.forget_run()
-    back = pickle.loads(pickle.dumps(reads))
-    assert type(back) is type(reads) and len(back) == len(reads) == len(items)
-    for a, b in zip(reads, back, strict=True):
-        assert (a.path, a.warnings, a.failed) == (b.path, b.warnings, b.failed)
-        assert [
-            (e.path, e.dev, e.ino, e.mtime_ns, e.origin, e.file_size, e.ctime_ns) for e in a.entries
-        ] == [
-            (e.path, e.dev, e.ino, e.mtime_ns, e.origin, e.file_size, e.ctime_ns) for e in b.entries
-        ]
-        same([_entry(e) for e in a.entries], [_entry(e) for e in b.entries])
-    assert back[-1].failed is not None and not back[-1].entries
-
-
-def _entry(new: object) -> object:
-    from sif.index.scan import ScannedEntry
-
-    return ScannedEntry(new.path, new.origin, "", new.scan)  # type: ignore[attr-defined]
+    back = pickle.loads(pickle.dumps(batch))
+    for got in (batch, back):
+        assert got.paths == [t[0] for t in items]
+        assert got.failed == [5] and list(got.notes) == [5]
+        assert got.notes[5][1] is not None and "gone" in got.notes[5][1].path
+        entries = list(got.entries)
+        want = []
+        for t in items:
+            if t[0].endswith("gone"):
+                continue
+            for e in scan_entries(t[0], DEFAULT_PARAMS):
+                want.append((e, t))
+        assert len(entries) == len(want) > len(paths)  # the zip's members too
+        same(
+            [ScannedEntry(e.path, e.origin or e.path, "", e.scan) for e in entries],
+            [ScannedEntry(e.path, e.origin, "", e.scan) for e, _ in want],
+        )
+        for e, (_, t) in zip(entries, want, strict=True):
+            assert (e.dev, e.ino, e.file_size, e.mtime_ns, e.ctime_ns) == (
+                t[1],
+                t[2],
+                t[3],
+                t[4],
+                t[5],
+            )
+        assert got.sizes == [0 if t[0].endswith("gone") else t[3] for t in items]

@@ -138,7 +138,7 @@ def byte_parts(todo: Sequence[Item], parts: int) -> list[list[Item]]:
 # --- the functions the workers run ------------------------------------------------
 
 
-def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> list[Any]:
+def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> Any:
     """:func:`sif.index.scanjobs._scan_batch` of ``part`` on a worker.
 
     ``context``: (fingerprint parameters, anchor set, content options), given
@@ -393,7 +393,7 @@ class DaskEngine:
 
     def scan(
         self, todo: Sequence[Item], bulk: bool, params: Any, anchors: Any, content: Any
-    ) -> Iterator[tuple[int, list[Any]]]:
+    ) -> Iterator[tuple[int, Any]]:
         """``(part, reads)`` of ``todo`` cut by bytes, read on the workers, in order.
 
         In the order of ``todo`` (the walk's), so that entries get the ids the

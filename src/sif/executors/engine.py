@@ -28,7 +28,7 @@ class Engine(Protocol):
 
     def scan(
         self, todo: Sequence[Item], bulk: bool, params: Any, anchors: Any, content: Any
-    ) -> Iterator[tuple[int, list[Any]]]:
+    ) -> Iterator[tuple[int, Any]]:
         """``(index, reads)`` of parts of ``todo``, in completion order.
 
         ``reads``: what :func:`sif.index.scanjobs._scan_batch` gives for the

@@ -19,6 +19,7 @@ more, a checkpoint is committed in a thread while the next one is collected
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from array import array
@@ -39,13 +40,13 @@ from sif.executors.local import WorkerPool, fork_pool, shared_map
 from sif.fingerprint import FingerprintParams
 from sif.index import indexdir, scanjobs
 from sif.index.committing import Committer
+from sif.index.entries import Entries
 from sif.index.opening import Opening
 from sif.index.runplan import plan_run
-from sif.index.scanjobs import _Item, _Read, _scan_batch, _warm
+from sif.index.scanjobs import ReadBatch, _Item, _scan_batch, _warm
 from sif.index.store import (
     IndexStore,
     KnownColumns,
-    NewFile,
     ParamSet,
     default_index_path,
     open_store,
@@ -336,7 +337,7 @@ def build_index(
             cols.names  # noqa: B018
         todo_bytes = int(np.frombuffer(cols.size, dtype=np.int64)[todo].sum()) if len(cols) else 0
         progress.stage("fingerprinting", todo_bytes, unit="bytes")
-        pending: list[NewFile] = []
+        pending = Entries()
         dropped: list[int] = []
         pending_bytes = 0
 
@@ -370,33 +371,39 @@ def build_index(
 
         if engine is not None:  # reads come back in walk order (the engine's parts)
             items = [_item(cols, i) for i in todo.tolist()]
-            mapped: Iterator[tuple[int, list[_Read]]] = engine.scan(
+            mapped: Iterator[tuple[int, ReadBatch]] = engine.scan(
                 items, bulk, params, anchors, content
             )
             del items
             order = iter(todo.tolist())
         else:
             mapped = shared_map(_scan_batch, jobs_in(), pool, share=False)
-        for k, results in mapped:
+        for k, batch in mapped:
             if deferred and store is None and opening is not None:
                 opening.check()  # its failure now (the index in use), not after the reads
-            rows_of = iter(inflight.pop(k)) if engine is None else order
-            for r, row in zip(results, rows_of, strict=False):  # order: shared by parts
-                for w in r.warnings:
+            n = len(batch.paths)
+            rows = inflight.pop(k) if engine is None else list(itertools.islice(order, n))
+            for warnings, failure in batch.notes.values():  # in order; few
+                for w in warnings:
                     on_warning(w)
-                if r.path in replaced:  # changed (or now unreadable): its old entries go
-                    dropped.extend(replaced[r.path])
-                if r.failed is not None:
-                    on_warning(r.failed)
+                if failure is not None:
+                    on_warning(failure)
                     stats.failed += 1
-                    continue
-                pending.extend(r.entries)
-                size = r.entries[0].disk_size if r.entries else 0
-                stats.files_read += 1
-                stats.bytes_read += size
-                stats.read_rows.append(row)
-                pending_bytes += sum(e.scan.size for e in r.entries)
-                progress.advance(size)
+            if replaced:  # changed (or now unreadable): their old entries go
+                for path in batch.paths:
+                    old = replaced.get(path)
+                    if old is not None:
+                        dropped.extend(old)
+            if batch.failed:
+                bad = set(batch.failed)
+                rows = [row for j, row in enumerate(rows) if j not in bad]
+            read = sum(batch.sizes)
+            stats.files_read += len(rows)
+            stats.bytes_read += read
+            stats.read_rows.extend(rows)
+            pending_bytes += sum(batch.entries.size)
+            pending.extend(batch.entries)
+            progress.advance(read)
             if (
                 pending_bytes >= checkpoint_bytes
                 or len(pending) >= CHECKPOINT_ENTRIES
@@ -404,14 +411,14 @@ def build_index(
             ):
                 committing().commit(pending, dropped)  # in a thread with two jobs or more
                 stats.commits += 1
-                pending, dropped, pending_bytes = [], [], 0
+                pending, dropped, pending_bytes = Entries(), [], 0
                 last = time.monotonic()
         committing().wait()
         assert store is not None
         if pending or dropped or gone or empty:  # a run that changes nothing commits nothing
             store.commit(pset, anchors, pending, dropped + gone)
             stats.commits += 1
-        pending, dropped = [], []
+        pending, dropped = Entries(), []
         if pool is not None:  # no more reads: the workers' memory goes before compaction
             pool.shutdown()
         release_memory()

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from sif.core.anchors import AnchorSet
 from sif.fingerprint import FingerprintParams
 from sif.index.checks import checksum_files
+from sif.index.entries import Entries
 from sif.index.segments import (
     FILE_DTYPE,
     SegmentFiles,
@@ -34,22 +35,22 @@ if TYPE_CHECKING:
 
 
 class Columns:
-    """The fields of the entries of a commit, one list each, made in one pass.
+    """The fields of the entries of a commit, one list each.
 
-    A comprehension a field read off the entries (CPython's specialised attribute
-    loads: faster than ``attrgetter``), the fields derived from them in C
-    (``map``); a Python step an entry only where an origin, a size on disk or a
-    ctime is not the plain case. At 16 k entries, ~9 ms (with :meth:`files`, ~14
-    ms against ~25 ms for the comprehensions and ``make_files`` before).
+    From :class:`Entries` (what the workers send back, a list a field already) the
+    lists are taken as they are and the fields derived from them are made in C
+    (``map``); other entries (:class:`NewFile` objects) are made into
+    :class:`Entries` first. A Python step an entry only where an origin, a size
+    on disk or a ctime is not the plain case.
     """
 
     def __init__(self, added: Sequence[NewFile], unknown_ctime: int) -> None:
         kinds, views = codes()
         encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-        self.scans = scans = [f.scan for f in added]
-        names = [f.path for f in added]
+        entries = Entries.of(added)
+        names = entries.path
         self.paths = [p.encode(encoding, errors) for p in names]  # os.fsencode's bytes
-        origin_names = [f.origin for f in added]
+        origin_names = entries.origin
         # An entry's origin is its own path (a plain file: the path, or None) but for
         # archive members and the like.
         if all(map(operator.eq, origin_names, names)):
@@ -59,26 +60,31 @@ class Columns:
                 p if o is None or o == n else o.encode(encoding, errors)
                 for n, o, p in zip(names, origin_names, self.paths, strict=True)
             ]
-        self.fingerprints = [s.fingerprints for s in scans]
-        self.kind_names = [s.kind for s in scans]
-        self.view_names = [s.view for s in scans]
+        self.fingerprints = entries.fingerprints()
+        self.kind_names = entries.kind
+        self.view_names = entries.view
         self.kinds = list(map(kinds.__getitem__, self.kind_names))
         self.views = list(map(views.__getitem__, self.view_names))
-        self.n_fp = list(map(len, self.fingerprints))
-        self.n_distinct = [s.n_distinct for s in scans]
-        self.sizes = [s.size for s in scans]
-        self.digests = [s.digest for s in scans]
-        self.devs = [f.dev for f in added]
-        self.inos = [f.ino for f in added]
-        self.mtimes = [f.mtime_ns for f in added]
-        self.file_sizes = [f.file_size for f in added]
+        self.n_fp = entries.n_fp
+        self.n_distinct = entries.n_distinct
+        self.sizes = entries.size
+        self.digests = entries.digest
+        self.devs = entries.dev
+        self.inos = entries.ino
+        self.mtimes = entries.mtime_ns
+        self.file_sizes = entries.file_size
         if None in self.file_sizes:  # unknown: the entry's own bytes (NewFile.disk_size)
             self.file_sizes = [
                 z if z is not None else n for z, n in zip(self.file_sizes, self.sizes, strict=True)
             ]
-        self.ctimes = [f.ctime_ns for f in added]
+        self.ctimes = entries.ctime_ns
         if None in self.ctimes:
             self.ctimes = [unknown_ctime if c is None else c for c in self.ctimes]
+
+    def local(self) -> npt.NDArray[np.uint32]:
+        """The position of the entry of each fingerprint (:func:`write_segment`'s ``local``)."""
+        n = len(self.n_fp)
+        return np.repeat(np.arange(n, dtype=np.uint32), np.asarray(self.n_fp, dtype=np.int64))
 
     def files(self, ids: npt.NDArray[np.uint32]) -> SegmentFiles:
         """The segment's files of these entries under ``ids`` (ascending), a column at a
@@ -123,7 +129,7 @@ def commit_entries(
         cols = Columns(added, unknown_ctime)
         files = cols.files(ids)
         directory = os.path.join(self.root, "segments", name)
-        write_segment(directory, files, cols.fingerprints)
+        write_segment(directory, files, cols.fingerprints, cols.local())
         checks = json.dumps(checksum_files(directory))
     con.execute("BEGIN TRANSACTION")
     try:

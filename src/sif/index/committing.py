@@ -39,7 +39,8 @@ import threading
 from typing import Any
 
 from sif.core.anchors import AnchorSet
-from sif.index.store import IndexStore, NewFile, ParamSet
+from sif.index.entries import Entries
+from sif.index.store import IndexStore, ParamSet
 from sif.memtrim import release_memory
 
 __all__ = ["Committer"]
@@ -61,7 +62,7 @@ class Committer:
             self._thread = threading.Thread(target=self._serve, name="sif-commit", daemon=True)
             self._thread.start()  # nothing queued yet: interrupted here, it only idles
 
-    def commit(self, added: list[NewFile], dropped: list[int]) -> None:
+    def commit(self, added: Entries, dropped: list[int]) -> None:
         """Commit ``added`` and ``dropped`` after the commit before (whose failure is
         raised here instead); in the thread, this returns once it is queued."""
         self.wait()
@@ -70,7 +71,7 @@ class Committer:
         else:
             self._jobs.put((added, dropped))
 
-    def _commit(self, added: list[NewFile], dropped: list[int]) -> None:
+    def _commit(self, added: Entries, dropped: list[int]) -> None:
         self._store.commit(self._pset, self._anchors, added, dropped)
         added.clear()  # the checkpoint's entries, freed before the trim
         dropped.clear()

@@ -38,9 +38,11 @@ U64 = npt.NDArray[np.uint64]
 
 __all__ = [
     "DIGEST_SIZE",
+    "PlainScan",
     "ScannedEntry",
     "ScannedFile",
     "fold32",
+    "read_plain",
     "scan_entries",
     "scan_file",
     "scan_plain_files",
@@ -220,6 +222,21 @@ def scan_entries(
     return out
 
 
+@dataclass(frozen=True)
+class PlainScan:
+    """What :func:`read_plain` gives for a batch: the files it took (their positions
+    in the batch, ascending), as columns, and the fingerprints of all of them in
+    one array (file ``j``'s are ``values[edges[j] : edges[j + 1]]``)."""
+
+    index: list[int]
+    kinds: list[str]
+    digests: list[bytes]
+    sizes: list[int]
+    n_distinct: list[int]
+    values: U32
+    edges: list[int]
+
+
 def scan_plain_files(
     files: Sequence[tuple[str, int, int]],
     params: FingerprintParams,
@@ -234,15 +251,38 @@ def scan_plain_files(
     :func:`sif.content.plain_kind`) shorter than :func:`sif.fingerprint.small_limit`;
     else ``None``: the caller scans that one with :func:`scan_entries`, which
     also tells why it cannot be read (a file that fails here, in any way, is
-    ``None``). Each file is opened once and read whole into one buffer for the
-    batch, and the buffer is fingerprinted in one kernel call; the distinct
-    counts come from one sort. Cost per file: an open, an fstat, a read, BLAKE3
-    and the kernel over its bytes; memory: the batch's bytes.
+    ``None``). :func:`read_plain`, made into objects.
+    """
+    got = read_plain(files, params, anchors, content)
+    out: list[list[ScannedEntry] | None] = [None] * len(files)
+    edges = got.edges
+    for j, i in enumerate(got.index):
+        scanned = ScannedFile(
+            got.kinds[j], got.digests[j], got.values[edges[j] : edges[j + 1]], got.sizes[j], RAW
+        )
+        scanned.__dict__["n_distinct"] = got.n_distinct[j]  # the cached property, computed
+        path = files[i][0]
+        out[i] = [ScannedEntry(path, path, RAW, scanned)]
+    return out
+
+
+def read_plain(
+    files: Sequence[tuple[str, int, int]],
+    params: FingerprintParams,
+    anchors: AnchorSet | None = None,
+    content: ContentOptions | None = None,
+) -> PlainScan:
+    """The plain files among ``files`` (see :func:`scan_plain_files`) read, as columns.
+
+    Each file is opened once and read whole into one buffer for the batch, and
+    the buffer is fingerprinted in one kernel call; the distinct counts come
+    from one sort. Cost per file: an open, an fstat, a read, BLAKE3 and the
+    kernel over its bytes; no object a file (the workers of ``sif index`` send
+    these columns back as they are); memory: the batch's bytes.
     """
     content = content or ContentOptions()
     limit = small_limit(params)
     opened: list[tuple[int, int, int]] = []  # (index, fd, size)
-    out: list[list[ScannedEntry] | None] = [None] * len(files)
     try:
         for i, (path, dev, ino) in enumerate(files):
             try:
@@ -276,7 +316,7 @@ def scan_plain_files(
         for _, fd, _ in opened:
             os.close(fd)
     if not kept:
-        return out
+        return PlainScan([], [], [], [], [], np.empty(0, np.uint32), [0])
     starts = np.array([k[1] for k in kept], dtype=np.int64)
     ends = np.array([k[2] for k in kept], dtype=np.int64)
     values, counts = fingerprint_batch(params, buf, starts, ends, anchors)
@@ -287,17 +327,13 @@ def scan_plain_files(
     owner = np.repeat(np.arange(len(kept), dtype=np.uint64), counts)
     keys = distinct((owner << np.uint64(32)) | stored.astype(np.uint64))
     per_file = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(kept))
-    edges = bounds.tolist()
-    n_distinct = per_file.tolist()
-    for j, (i, start, end, kind) in enumerate(kept):
-        scanned = ScannedFile(
-            kind,
-            blake3.blake3(view[start:end]).digest(),
-            stored[edges[j] : edges[j + 1]],
-            end - start,
-            RAW,
-        )
-        scanned.__dict__["n_distinct"] = n_distinct[j]  # the cached property, computed
-        path = files[i][0]
-        out[i] = [ScannedEntry(path, path, RAW, scanned)]
-    return out
+    blake = blake3.blake3
+    return PlainScan(
+        [k[0] for k in kept],
+        [k[3] for k in kept],
+        [blake(view[start:end]).digest() for _, start, end, _ in kept],
+        (ends - starts).tolist(),
+        per_file.tolist(),
+        stored,
+        bounds.tolist(),
+    )

@@ -1,29 +1,27 @@
 """The workers' side of ``sif index`` (from :mod:`sif.index.build`): a batch of files
-read into their entries (:func:`_scan_batch`), and the results' trip back.
+read into their entries (:func:`_scan_batch`), sent back as columns (:class:`ReadBatch`).
 
 The run's parameters are this module's globals, set by :func:`set_run` before
 the pool forks, so that the workers inherit them instead of receiving the anchor
 set with every batch (a Dask worker is given them with its part:
-:mod:`sif.executors.dask`). The results of a batch are pickled as columns
-(:class:`_Results`) and made into objects again here without a frozen
-dataclass's ``__setattr__`` a field (:func:`_new_file`, :func:`_read`).
+:mod:`sif.executors.dask`).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from sif.content import ContentOptions
+from sif.content import RAW, ContentOptions
 from sif.core.anchors import AnchorSet
 from sif.events import ScanWarning
 from sif.fingerprint import FingerprintParams
-from sif.index.scan import ScannedFile, scan_entries, scan_plain_files
-from sif.index.store import NewFile
+from sif.index.entries import Entries
+from sif.index.scan import read_plain, scan_entries
 from sif.walk import FileRecord
 
 # Set before the pool forks (set_run), so that workers inherit them instead of
@@ -35,134 +33,41 @@ _CONTENT: ContentOptions | None = None
 _Item = tuple[str, int, int, int, int, int]  # path, dev, ino, size, mtime_ns, ctime_ns
 
 
-@dataclass(frozen=True)
-class _Read:
-    """A file read by a worker: its entries, or the warning that it failed, and other warnings."""
+@dataclass(slots=True)
+class ReadBatch:
+    """The reads of a batch, as a worker sends them back: the files of the batch in
+    its order, and the entries of those read, in one :class:`Entries` (columns: no
+    object a file on either side of the pipe)."""
 
-    path: str
-    entries: tuple[NewFile, ...]
-    warnings: tuple[ScanWarning, ...]
-    failed: ScanWarning | None
+    paths: list[str]
+    """Each file of the batch."""
+    sizes: list[int]
+    """Its bytes on disk as the walk saw them (what the progress counts); 0 for a file
+    that failed or gave no entry."""
+    failed: list[int]
+    """The positions of the files that could not be read."""
+    notes: dict[int, tuple[tuple[ScanWarning, ...], ScanWarning | None]]
+    """By position, in order, the files with warnings or a failure: (their warnings,
+    the failure or ``None``)."""
+    entries: Entries
+    """The entries of the files read, file after file."""
 
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.paths, self.sizes, self.failed, self.notes, self.entries)
 
-class _Results(list[_Read]):
-    """The reads of a batch: a list, pickled as columns (one array of fingerprints and
-    plain tuples instead of three objects and an array a file: unpickling those cost
-    the coordinator ~60 us a file, more than a small file's whole scan)."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        reads = []
-        parts: list[npt.NDArray[np.uint32]] = []
-        for r in self:
-            entries = []
-            for e in r.entries:
-                sc = e.scan
-                if sc.windows is not None:  # an index scan samples no windows: never here
-                    return (_Results, (list(self),))
-                parts.append(sc.fingerprints)
-                entries.append(
-                    (
-                        e.path,
-                        e.dev,
-                        e.ino,
-                        e.mtime_ns,
-                        e.origin,
-                        e.file_size,
-                        e.ctime_ns,
-                        sc.kind,
-                        sc.digest,
-                        len(sc.fingerprints),
-                        sc.size,
-                        sc.view,
-                        sc.n_distinct,
-                    )
-                )
-            reads.append((r.path, tuple(entries), r.warnings, r.failed))
-        fps = np.concatenate(parts) if parts else np.empty(0, np.uint32)
-        return (_unpack_results, (reads, fps))
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.paths, self.sizes, self.failed, self.notes, self.entries = state
 
 
-def _unpack_results(reads: list[tuple[Any, ...]], fps: npt.NDArray[np.uint32]) -> _Results:
-    out = _Results()
-    pos = 0
-    new = object.__new__
-    for path, entries, warnings, failed in reads:
-        news = []
-        for (
-            dpath,
-            dev,
-            ino,
-            mtime,
-            origin,
-            fsize,
-            ctime,
-            kind,
-            digest,
-            n,
-            size,
-            view,
-            nd,
-        ) in entries:
-            sc = new(ScannedFile)  # frozen: fill its fields as the pickle of one would
-            sc.__dict__.update(
-                kind=kind,
-                digest=digest,
-                fingerprints=fps[pos : pos + n],
-                size=size,
-                view=view,
-                windows=None,
-                scale=1,
-                n_distinct=nd,
-            )
-            pos += n
-            news.append(_new_file(dpath, dev, ino, mtime, sc, origin, fsize, ctime))
-        out.append(_read(path, tuple(news), warnings, failed))
-    return out
-
-
-def _new_file(
-    path: str,
-    dev: int,
-    ino: int,
-    mtime_ns: int,
-    scan: ScannedFile,
-    origin: str | None,
-    file_size: int | None,
-    ctime_ns: int | None,
-) -> NewFile:
-    """``NewFile(...)`` without the frozen dataclass's ``__setattr__`` a field (0.4 us
-    against 1.1 us: a file read makes one in its worker and one here)."""
-    f = object.__new__(NewFile)
-    f.__dict__.update(
-        path=path,
-        dev=dev,
-        ino=ino,
-        mtime_ns=mtime_ns,
-        scan=scan,
-        origin=origin,
-        file_size=file_size,
-        ctime_ns=ctime_ns,
-    )
-    return f
-
-
-def _read(
-    path: str,
-    entries: tuple[NewFile, ...],
-    warnings: tuple[ScanWarning, ...],
-    failed: ScanWarning | None,
-) -> _Read:
-    """``_Read(...)``, as :func:`_new_file` makes a ``NewFile``."""
-    r = object.__new__(_Read)
-    r.__dict__.update(path=path, entries=entries, warnings=warnings, failed=failed)
-    return r
-
-
-def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> list[_Read]:
+def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> ReadBatch:
     """Read each file of a batch into its entries; a file that cannot be read fails.
 
     ``job`` is (bulk, batch): ``bulk`` when the run reads enough bytes that
     numba should be used from the first file on (:func:`sif.fingerprint.buy_jit`).
+    The plain files are read in one go (:func:`sif.index.scan.read_plain`: one read
+    each into a shared buffer, one kernel call) and their entries added a column at
+    a time; the others (archives, compressed, views, large, unreadable) one by one
+    with :func:`sif.index.scan.scan_entries`, in their place.
     """
     assert _PARAMS is not None
     bulk, batch = job
@@ -170,29 +75,37 @@ def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> list[_Read]:
         from sif.fingerprint import buy_jit
 
         buy_jit()
-    out = _Results()
-    # Plain files in one go (one read each into a shared buffer, one kernel call);
-    # the others (archives, compressed, views, large, unreadable) one by one below.
-    plain = scan_plain_files([(t[0], t[1], t[2]) for t in batch], _PARAMS, _ANCHORS, _CONTENT)
-    for (path, dev, ino, size, mtime_ns, ctime_ns), done in zip(batch, plain, strict=True):
+    plain = read_plain([(t[0], t[1], t[2]) for t in batch], _PARAMS, _ANCHORS, _CONTENT)
+    sizes = [t[3] for t in batch]
+    out = ReadBatch([t[0] for t in batch], sizes, [], {}, Entries())
+    entries = out.entries
+    done = 0  # the plain files added so far
+    taken = set(plain.index) if len(plain.index) < len(batch) else None
+    others = [] if taken is None else [i for i in range(len(batch)) if i not in taken]
+    for i in others:
+        upto = bisect.bisect_left(plain.index, i, done)  # the plain files before file i
+        entries.add_plain(plain, done, upto, batch, RAW)
+        done = upto
+        path, dev, ino, size, mtime_ns, ctime_ns = batch[i]
         warnings: list[ScanWarning] = []
-        if done is not None:
-            scanned = done
-        else:
-            # Only the walk's file is read (its inode; links followed, as for a root).
-            record = FileRecord(path, dev, ino, size, mtime_ns, symlink=True)
-            try:
-                scanned = scan_entries(
-                    path, _PARAMS, _ANCHORS, _CONTENT, record=record, on_warning=warnings.append
-                )
-            except OSError as exc:
-                failure = ScanWarning(path, exc.strerror or str(exc))
-                out.append(_Read(path, (), tuple(warnings), failure))
-                continue
-        news = tuple(
-            _new_file(e.path, dev, ino, mtime_ns, e.scan, path, size, ctime_ns) for e in scanned
-        )
-        out.append(_read(path, news, tuple(warnings), None))
+        # Only the walk's file is read (its inode; links followed, as for a root).
+        record = FileRecord(path, dev, ino, size, mtime_ns, symlink=True)
+        try:
+            scanned = scan_entries(
+                path, _PARAMS, _ANCHORS, _CONTENT, record=record, on_warning=warnings.append
+            )
+        except OSError as exc:
+            out.failed.append(i)
+            out.notes[i] = (tuple(warnings), ScanWarning(path, exc.strerror or str(exc)))
+            sizes[i] = 0
+            continue
+        if warnings:
+            out.notes[i] = (tuple(warnings), None)
+        if not scanned:
+            sizes[i] = 0
+        for e in scanned:
+            entries.add(e.path, dev, ino, mtime_ns, e.scan, path, size, ctime_ns)
+    entries.add_plain(plain, done, len(plain.index), batch, RAW)
     return out
 
 
