@@ -281,6 +281,10 @@ def test_a_path_a_worker_cannot_read_is_the_same_per_file_warning(
         )
         assert stats.failed == 1
         assert [w.path for w in warned[name]] == [str(gone)]
+        # The files read are counted as files, not entries (the zip gives two).
+        every = sorted(str(p) for p in root.rglob("*") if p.is_file())
+        assert stats.files_read == len(every) and sorted(stats.read_paths) == every
+        assert stats.bytes_read == sum(os.path.getsize(p) for p in every)
     assert [w.cause for w in warned["dask"]] == [w.cause for w in warned["embedded"]]
 
 

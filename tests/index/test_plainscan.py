@@ -140,6 +140,9 @@ def test_a_batch_is_read_into_columns_in_its_order_and_pickles_whole(tmp_path: P
             (str(p), st_.st_dev, st_.st_ino, st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns)
         )
     items.insert(5, (str(tmp_path / "gone"), 1, 1, 5, 0, 0))
+    # A file 7 bytes longer when the walk saw it: the entry's size is what was read,
+    # its file's size (what the next run compares with the disk) the walk's.
+    items[0] = (items[0][0], items[0][1], items[0][2], items[0][3] + 7, *items[0][4:])
     scanjobs.set_run(DEFAULT_PARAMS, None, ContentOptions())
     try:
         batch = scanjobs._scan_batch((False, items))
@@ -162,6 +165,8 @@ def test_a_batch_is_read_into_columns_in_its_order_and_pickles_whole(tmp_path: P
             [ScannedEntry(e.path, e.origin or e.path, "", e.scan) for e in entries],
             [ScannedEntry(e.path, e.origin, "", e.scan) for e, _ in want],
         )
+        assert entries[0].file_size == os.path.getsize(items[0][0]) + 7 == items[0][3]
+        assert entries[0].scan.size == os.path.getsize(items[0][0])
         for e, (_, t) in zip(entries, want, strict=True):
             assert (e.dev, e.ino, e.file_size, e.mtime_ns, e.ctime_ns) == (
                 t[1],
