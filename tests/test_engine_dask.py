@@ -440,3 +440,22 @@ def test_the_cli_runs_similar_on_a_local_cluster_and_refuses_dask_options_withou
     wrong = sif("index", "--workers", "2", "--index", str(tmp_path / "x"), str(tmp_path / "t"))
     assert wrong.returncode == 2 and "--engine dask" in wrong.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_parts_reads_count_by_their_bytes_in_a_workers_memory(tmp_path: Path) -> None:
+    from dask.sizeof import sizeof
+
+    from sif.content import ContentOptions
+    from sif.executors.dask import scan_part
+
+    tree(tmp_path / "t", families=2)
+    items = []
+    for p in sorted((tmp_path / "t").rglob("*")):
+        if p.is_file():
+            s = p.stat()
+            items.append((str(p), s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns))
+    batch = scan_part((DEFAULT_PARAMS, None, ContentOptions()), False, items)
+    fps = batch.entries.fingerprints().nbytes
+    names = sum(len(i[0]) for i in items)
+    assert len(batch.paths) == len(items) and fps > 1000
+    assert fps + names + 100 * len(items) <= sizeof(batch) <= fps + 3 * names + 1000 * len(items)

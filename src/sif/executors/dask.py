@@ -43,6 +43,7 @@ engine is made, so the embedded engine never loads it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections import deque
@@ -146,8 +147,21 @@ def scan_part(context: tuple[Any, Any, Any], bulk: bool, part: list[Item]) -> An
     """
     from sif.index import scanjobs
 
+    _count_batches()
     scanjobs.set_run(*context)
     return scanjobs._scan_batch((bulk, part))
+
+
+@functools.cache
+def _count_batches() -> None:
+    """A part's results (:class:`sif.index.scanjobs.ReadBatch`) counted by their bytes in a
+    worker's memory (``dask.sizeof``: else a few hundred bytes whatever their fingerprints,
+    and ``--memory-limit`` would not see them)."""
+    from dask.sizeof import sizeof
+
+    from sif.index.scanjobs import ReadBatch
+
+    sizeof.register(ReadBatch)(ReadBatch.nbytes)
 
 
 def warm_worker(params: Any) -> None:

@@ -46,6 +46,10 @@ FIELDS = (
 
 _EMPTY = np.empty(0, np.uint32)
 
+#: About the bytes of an entry's fields in their lists, its path aside (ints, a digest, the
+#: list slots).
+ENTRY_BYTES = 400
+
 
 class Entries(Sequence[NewFile]):
     """Entries as columns: ``path``, ``dev``, ``ino``, ``mtime_ns``, ``origin``,
@@ -186,6 +190,15 @@ class Entries(Sequence[NewFile]):
             )
             self._parts = [flat]
         return self._parts[0]
+
+    def nbytes(self) -> int:
+        """About the memory these entries hold: their fingerprints, paths and fields (what
+        a Dask worker counts for a part's results: :func:`sif.executors.dask.scan_part`)."""
+        return (
+            sum(p.nbytes for p in self._parts)
+            + 2 * sum(map(len, self.path))
+            + ENTRY_BYTES * len(self.path)
+        )
 
     def __len__(self) -> int:
         return len(self.path)

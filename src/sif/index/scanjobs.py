@@ -52,6 +52,10 @@ class ReadBatch:
     entries: Entries
     """The entries of the files read, file after file."""
 
+    def nbytes(self) -> int:
+        """About the memory the batch holds (:meth:`Entries.nbytes`, and its paths)."""
+        return self.entries.nbytes() + sum(map(len, self.paths)) + 100 * len(self.paths)
+
     def __getstate__(self) -> tuple[Any, ...]:
         return (self.paths, self.sizes, self.failed, self.notes, self.entries)
 
