@@ -44,6 +44,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "sif.index._readc",
+            ["src/sif/index/_readc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
             "sif.index._planc",
             ["src/sif/index/_planc.c"],
             extra_compile_args=["-O2"],

@@ -176,3 +176,74 @@ def test_a_batch_is_read_into_columns_in_its_order_and_pickles_whole(tmp_path: P
                 t[5],
             )
         assert got.sizes == [0 if t[0].endswith("gone") else t[3] for t in items]
+
+
+def _same_scan(a: object, b: object) -> None:
+    for name in ("index", "kinds", "digests", "sizes", "n_distinct", "edges"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert a.values.tobytes() == b.values.tobytes()  # type: ignore[attr-defined]
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    st.lists(
+        st.sampled_from(["text", "empty", "big", "gone", "fifo", "dir", "moved", "proc"]),
+        min_size=1,
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_the_compiled_reads_take_and_leave_the_files_python_does(
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[str], data: st.DataObject
+) -> None:
+    # sif.index._readc: the same files read whole, the same left to the per-file scan
+    # (vanished, a FIFO, a directory, another inode under the name, too large, a /proc
+    # file that reads more than its size says); a path os.open would refuse, not a
+    # str, not an item: left to Python too.
+    from sif.index import scan
+
+    assert scan._readc is not None  # built by the install (setup.py)
+    root = tmp_path_factory.mktemp("r")
+    limit = small_limit(DEFAULT_PARAMS)
+    items: list[tuple[str, int, int]] = []
+    for k, kind in enumerate(kinds):
+        p = root / f"f{k}\udcff" if k % 3 == 0 else root / f"f{k}"
+        if kind == "proc":
+            items.append(triple(Path("/proc/self/status")))
+            continue
+        body = data.draw(st.binary(max_size=2000))
+        write(p, b"" if kind == "empty" else (b"x" * limit if kind == "big" else body))
+        items.append(triple(p))
+        if kind == "gone":
+            p.unlink()
+        elif kind == "fifo":
+            p.unlink()
+            os.mkfifo(p)
+        elif kind == "dir":
+            p.unlink()
+            p.mkdir()
+        elif kind == "moved":
+            write(root / "other", body)
+            os.replace(root / "other", p)
+    compiled = scan.read_plain(items, DEFAULT_PARAMS)
+    raw, slots, lengths = scan._readc.read_files(items, limit)
+    try:
+        scan._readc = None
+        python = scan.read_plain(items, DEFAULT_PARAMS)
+    finally:
+        from sif.index import _readc  # type: ignore[attr-defined]
+
+        scan._readc = _readc
+    _same_scan(compiled, python)
+    for (path, _, _), kind, start, got in zip(items, kinds, slots, lengths, strict=True):
+        if kind in ("text", "empty"):
+            assert raw[start : start + got] == Path(path).read_bytes()
+        else:
+            assert got == -1, kind
+    odd = [(str(root) + "/a\x00b", 1, 2), (os.fsencode(root), 1, 2), (str(root), -1, 2)]
+    assert scan._readc.read_files(odd, limit)[2] == [-1, -1, -1]
+    # A slot for each file opened: its size and one byte (a /proc file says 0 bytes).
+    assert len(raw) == sum(
+        os.path.getsize(path) + 1 if kind in ("text", "empty") else kind == "proc"
+        for (path, _, _), kind in zip(items, kinds, strict=True)
+    )

@@ -33,6 +33,11 @@ from sif.fingerprint import FingerprintParams, fingerprint_batch, fingerprint_re
 if TYPE_CHECKING:
     from sif.walk import FileRecord
 
+try:  # the batch's opens and reads in C (setup.py builds it where it can)
+    from sif.index import _readc  # type: ignore[attr-defined,unused-ignore]
+except ImportError:  # pragma: no cover - no compiler at install
+    _readc = None
+
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 
@@ -282,6 +287,48 @@ def read_plain(
     """
     content = content or ContentOptions()
     limit = small_limit(params)
+    if _readc is not None:
+        raw, slots, lengths = _readc.read_files(list(files), limit)
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        view = memoryview(raw)
+        kept: list[tuple[int, int, int, str]] = []  # (index, start, end, kind)
+        for i, (pos, got) in enumerate(zip(slots, lengths, strict=True)):
+            if got >= 0:
+                head = bytes(view[pos : pos + min(got, SAMPLE_SIZE)])
+                kind = plain_kind(head, files[i][0], content.normalize)
+                if kind is not None:
+                    kept.append((i, pos, pos + got, kind))
+    else:
+        buf, view, kept = _read_py(files, limit, content)
+    if not kept:
+        return PlainScan([], [], [], [], [], np.empty(0, np.uint32), [0])
+    starts = np.array([k[1] for k in kept], dtype=np.int64)
+    ends = np.array([k[2] for k in kept], dtype=np.int64)
+    values, counts = fingerprint_batch(params, buf, starts, ends, anchors)
+    stored = fold32(values)
+    bounds = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    # Distinct values per file: one sort of (file, value) keys for the batch.
+    owner = np.repeat(np.arange(len(kept), dtype=np.uint64), counts)
+    keys = distinct((owner << np.uint64(32)) | stored.astype(np.uint64))
+    per_file = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(kept))
+    blake = blake3.blake3
+    return PlainScan(
+        [k[0] for k in kept],
+        [k[3] for k in kept],
+        [blake(view[start:end]).digest() for _, start, end, _ in kept],
+        (ends - starts).tolist(),
+        per_file.tolist(),
+        stored,
+        bounds.tolist(),
+    )
+
+
+def _read_py(
+    files: Sequence[tuple[str, int, int]], limit: int, content: ContentOptions
+) -> tuple[npt.NDArray[np.uint8], memoryview, list[tuple[int, int, int, str]]]:
+    """:func:`read_plain`'s reads in Python, where ``sif.index._readc`` is not built: the
+    buffer, a view of it and the files kept, (index, start, end, kind)."""
     opened: list[tuple[int, int, int]] = []  # (index, fd, size)
     try:
         for i, (path, dev, ino) in enumerate(files):
@@ -315,25 +362,4 @@ def read_plain(
     finally:
         for _, fd, _ in opened:
             os.close(fd)
-    if not kept:
-        return PlainScan([], [], [], [], [], np.empty(0, np.uint32), [0])
-    starts = np.array([k[1] for k in kept], dtype=np.int64)
-    ends = np.array([k[2] for k in kept], dtype=np.int64)
-    values, counts = fingerprint_batch(params, buf, starts, ends, anchors)
-    stored = fold32(values)
-    bounds = np.zeros(len(kept) + 1, dtype=np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    # Distinct values per file: one sort of (file, value) keys for the batch.
-    owner = np.repeat(np.arange(len(kept), dtype=np.uint64), counts)
-    keys = distinct((owner << np.uint64(32)) | stored.astype(np.uint64))
-    per_file = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(kept))
-    blake = blake3.blake3
-    return PlainScan(
-        [k[0] for k in kept],
-        [k[3] for k in kept],
-        [blake(view[start:end]).digest() for _, start, end, _ in kept],
-        (ends - starts).tolist(),
-        per_file.tolist(),
-        stored,
-        bounds.tolist(),
-    )
+    return buf, view, kept
