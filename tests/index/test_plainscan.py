@@ -247,3 +247,27 @@ def test_the_compiled_reads_take_and_leave_the_files_python_does(
         os.path.getsize(path) + 1 if kind in ("text", "empty") else kind == "proc"
         for (path, _, _), kind in zip(items, kinds, strict=True)
     )
+
+
+def test_the_compiled_reads_refuse_a_bad_item_and_close_nothing_else(tmp_path: Path) -> None:
+    # An item that is not a tuple is a TypeError, before any file is opened, and no
+    # descriptor of the process (fd 0 above all) is closed on the way out.
+    from sif.index import scan
+
+    assert scan._readc is not None
+    write(tmp_path / "a", b"some bytes")
+    good = triple(tmp_path / "a")
+    if not os.path.exists("/proc/self/fd/0"):  # a runner without stdin: fd 0 is this one
+        os.open(os.devnull, os.O_RDONLY)
+    before = sorted(os.listdir("/proc/self/fd"))
+    kept = os.open(tmp_path / "a", os.O_RDONLY)
+    try:
+        with pytest.raises(TypeError):
+            scan._readc.read_files([good, [good[0], good[1], good[2]], good], 1 << 20)
+        with pytest.raises(TypeError):
+            scan._readc.read_files([good, ("x", 1)], 1 << 20)
+        os.fstat(0)  # still open
+        os.fstat(kept)
+    finally:
+        os.close(kept)
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -17,8 +17,10 @@
  * microseconds of interpreter time a file on top of its system calls (an os.stat_result,
  * memoryview slices, two readv calls through Python): about a tenth of a small file's
  * whole read. The GIL is released around the system calls; a path that cannot be encoded
- * as os.open encodes it (PyUnicode_EncodeFSDefault) or holds a NUL is left to Python. All
- * descriptors are closed before this returns, also on an error.
+ * as os.open encodes it (PyUnicode_EncodeFSDefault) or holds a NUL, or is not a str, or a
+ * dev or ino that is not an int, is left to Python (the walk's items are never so; Python
+ * may then read or refuse it otherwise). An item that is not a tuple of three or more is a
+ * TypeError. All descriptors are closed before this returns, also on an error.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -87,25 +89,34 @@ static PyObject *read_files(PyObject *self, PyObject *args) {
     long long limit;
     if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &files, &limit))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(files);
+    /* A tuple of the items: ours, whatever code run meanwhile (a __del__ during an
+     * allocation) does to the caller's list. */
+    PyObject *all = PyList_AsTuple(files);
+    Py_ssize_t n = all != NULL ? PyTuple_GET_SIZE(all) : 0;
     PyObject *enc = PyList_New(n); /* the encoded paths, alive while the GIL is released */
     item_t *items = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(item_t));
     PyObject *buf = NULL, *starts = NULL, *lengths = NULL, *out = NULL;
-    if (enc == NULL || items == NULL)
+    if (items != NULL)
+        for (Py_ssize_t i = 0; i < n; i++) { /* before anything can fail: nothing to close */
+            items[i].fd = -1;
+            items[i].got = -1;
+        }
+    if (all == NULL || enc == NULL || items == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        items[i].fd = -1;
-        items[i].got = -1;
-        PyObject *t = PyList_GET_ITEM(files, i);
+        PyObject *t = PyTuple_GET_ITEM(all, i);
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 3) {
             PyErr_SetString(PyExc_TypeError, "read_files(): an item is not a (path, dev, ino, ...)");
             goto done;
         }
-        PyObject *b = PyUnicode_Check(PyTuple_GET_ITEM(t, 0))
-                          ? PyUnicode_EncodeFSDefault(PyTuple_GET_ITEM(t, 0))
-                          : NULL;
-        unsigned long long dev = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 1));
-        unsigned long long ino = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 2));
+        PyObject *b = NULL;
+        unsigned long long dev = 0, ino = 0;
+        if (PyUnicode_Check(PyTuple_GET_ITEM(t, 0)))
+            b = PyUnicode_EncodeFSDefault(PyTuple_GET_ITEM(t, 0));
+        if (b != NULL)
+            dev = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 1));
+        if (b != NULL && !PyErr_Occurred())
+            ino = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 2));
         if (b == NULL || PyErr_Occurred() ||
             memchr(PyBytes_AS_STRING(b), '\0', (size_t)PyBytes_GET_SIZE(b)) != NULL) {
             PyErr_Clear(); /* left to Python, which says what is wrong */
@@ -172,6 +183,7 @@ done:
         PyMem_Free(items);
     }
     Py_XDECREF(enc);
+    Py_XDECREF(all);
     Py_XDECREF(buf);
     Py_XDECREF(starts);
     Py_XDECREF(lengths);
