@@ -287,19 +287,17 @@ def read_plain(
     """
     content = content or ContentOptions()
     limit = small_limit(params)
-    if _readc is not None:
-        raw, slots, lengths = _readc.read_files(list(files), limit)
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        view = memoryview(raw)
-        kept: list[tuple[int, int, int, str]] = []  # (index, start, end, kind)
-        for i, (pos, got) in enumerate(zip(slots, lengths, strict=True)):
-            if got >= 0:
-                head = bytes(view[pos : pos + min(got, SAMPLE_SIZE)])
-                kind = plain_kind(head, files[i][0], content.normalize)
-                if kind is not None:
-                    kept.append((i, pos, pos + got, kind))
-    else:
-        buf, view, kept = _read_py(files, limit, content)
+    read = _readc.read_files if _readc is not None else _read_py
+    raw, slots, lengths = read(list(files), limit)
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    view = memoryview(raw)
+    kept: list[tuple[int, int, int, str]] = []  # (index, start, end, kind)
+    for i, (pos, got) in enumerate(zip(slots, lengths, strict=True)):
+        if got >= 0:
+            head = bytes(view[pos : pos + min(got, SAMPLE_SIZE)])
+            kind = plain_kind(head, files[i][0], content.normalize)
+            if kind is not None:
+                kept.append((i, pos, pos + got, kind))
     if not kept:
         return PlainScan([], [], [], [], [], np.empty(0, np.uint32), [0])
     starts = np.array([k[1] for k in kept], dtype=np.int64)
@@ -325,11 +323,12 @@ def read_plain(
 
 
 def _read_py(
-    files: Sequence[tuple[str, int, int]], limit: int, content: ContentOptions
-) -> tuple[npt.NDArray[np.uint8], memoryview, list[tuple[int, int, int, str]]]:
-    """:func:`read_plain`'s reads in Python, where ``sif.index._readc`` is not built: the
-    buffer, a view of it and the files kept, (index, start, end, kind)."""
+    files: list[tuple[str, int, int]], limit: int
+) -> tuple[bytearray, list[int], list[int]]:
+    """``sif.index._readc.read_files`` in Python, where it is not built: one buffer, each
+    file's slot in it and the bytes read into it (-1: not read whole here)."""
     opened: list[tuple[int, int, int]] = []  # (index, fd, size)
+    slots, lengths = [0] * len(files), [-1] * len(files)
     try:
         for i, (path, dev, ino) in enumerate(files):
             try:
@@ -341,9 +340,8 @@ def _read_py(
                 continue
             opened.append((i, fd, st.st_size))
         total = sum(size + 1 for _, _, size in opened)  # one byte more: a file that grew
-        buf = np.empty(total, dtype=np.uint8)
-        view = memoryview(buf)  # type: ignore[arg-type]
-        kept: list[tuple[int, int, int, str]] = []  # (index, start, end, kind)
+        raw = bytearray(total)
+        view = memoryview(raw)
         pos = 0
         for i, fd, size in opened:
             slot = size + 1
@@ -353,13 +351,11 @@ def _read_py(
                     got += n
             except OSError:
                 got = slot
+            slots[i] = pos
             if got < slot:
-                head = bytes(view[pos : pos + min(got, SAMPLE_SIZE)])
-                kind = plain_kind(head, files[i][0], content.normalize)
-                if kind is not None:
-                    kept.append((i, pos, pos + got, kind))
+                lengths[i] = got
             pos += slot
     finally:
         for _, fd, _ in opened:
             os.close(fd)
-    return buf, view, kept
+    return raw, slots, lengths
