@@ -43,7 +43,7 @@ class ReadBatch:
     """Each file of the batch."""
     sizes: list[int]
     """Its bytes on disk as the walk saw them (what the progress counts); 0 for a file
-    that failed or gave no entry."""
+    that failed (a file read gives one entry at least: :func:`scan_entries`)."""
     failed: list[int]
     """The positions of the files that could not be read."""
     notes: dict[int, tuple[tuple[ScanWarning, ...], ScanWarning | None]]
@@ -105,8 +105,6 @@ def _scan_batch(job: tuple[bool, Sequence[_Item]]) -> ReadBatch:
             continue
         if warnings:
             out.notes[i] = (tuple(warnings), None)
-        if not scanned:
-            sizes[i] = 0
         for e in scanned:
             entries.add(e.path, dev, ino, mtime_ns, e.scan, path, size, ctime_ns)
     entries.add_plain(plain, done, len(plain.index), batch, RAW)
