@@ -245,9 +245,92 @@ fail:
     return NULL;
 }
 
+/* take(column, rows) -> list or bytes: column[r] for each r of rows (a sequence of ints).
+ *
+ * The gather that makes a worker's share of the candidates (sif.exact.table._Table):
+ * in Python, one map(column.__getitem__, rows) a column cost ~130 ns a row (an int
+ * object made and read back), 0.16 s for the eight shares of /usr's 101 k
+ * candidates. A list column gives a new list of the same objects; a buffer column
+ * (an array: 1, 2, 4 or 8 bytes an item, C-contiguous) gives the items' bytes, in
+ * the order of rows, for array.frombytes. A row that is not an int, or not in
+ * 0 <= r < len(column), raises TypeError, IndexError (or OverflowError);
+ * nothing is returned then. No Python code runs in the loops (no __index__ is called),
+ * so neither the rows nor a list column can change under them. */
+static Py_ssize_t row_of(PyObject *row) {
+    if (!PyLong_Check(row)) {
+        PyErr_Format(PyExc_TypeError, "take: rows must be ints, not %.100s", Py_TYPE(row)->tp_name);
+        return -1;
+    }
+    return PyLong_AsSsize_t(row);
+}
+
+static PyObject *take(PyObject *Py_UNUSED(m), PyObject *args) {
+    PyObject *column, *rows_in;
+    if (!PyArg_ParseTuple(args, "OO:take", &column, &rows_in))
+        return NULL;
+    PyObject *rows = PySequence_Fast(rows_in, "take: rows must be a sequence of ints");
+    if (rows == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    PyObject *out = NULL;
+    if (PyList_CheckExact(column)) {
+        out = PyList_New(n);
+        for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+            Py_ssize_t r = row_of(items[k]);
+            if (r == -1 && PyErr_Occurred())
+                Py_CLEAR(out);
+            else if (r < 0 || r >= PyList_GET_SIZE(column)) {
+                PyErr_SetString(PyExc_IndexError, "take: row out of range");
+                Py_CLEAR(out);
+            } else {
+                PyObject *v = PyList_GET_ITEM(column, r);
+                Py_INCREF(v);
+                PyList_SET_ITEM(out, k, v);
+            }
+        }
+        Py_DECREF(rows);
+        return out;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(column, &view, PyBUF_C_CONTIGUOUS) != 0) {
+        Py_DECREF(rows);
+        return NULL;
+    }
+    Py_ssize_t size = view.itemsize, count = size > 0 ? view.len / size : 0;
+    if (size != 1 && size != 2 && size != 4 && size != 8)
+        PyErr_SetString(PyExc_TypeError, "take: a column of 1, 2, 4 or 8 bytes an item");
+    else if (n > PY_SSIZE_T_MAX / size)
+        PyErr_NoMemory();
+    else
+        out = PyBytes_FromStringAndSize(NULL, n * size);
+    if (out != NULL) {
+        const char *src = view.buf;
+        char *dst = PyBytes_AS_STRING(out);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            Py_ssize_t r = row_of(items[k]);
+            if (r == -1 && PyErr_Occurred()) {
+                Py_CLEAR(out);
+                break;
+            }
+            if (r < 0 || r >= count) {
+                PyErr_SetString(PyExc_IndexError, "take: row out of range");
+                Py_CLEAR(out);
+                break;
+            }
+            memcpy(dst + k * size, src + r * size, (size_t)size);
+        }
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(rows);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"read_first", read_first, METH_VARARGS,
      "Open, check and read the first block of rows[start:end] (see the module)."},
+    {"take", take, METH_VARARGS,
+     "column[r] for each r of rows: a list for a list, the items' bytes for an array."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,

@@ -30,6 +30,34 @@ _OPEN_FLAGS_ATIME = (_FLAGS | os.O_NOFOLLOW, _FLAGS)
 """The same without ``O_NOATIME``, which only a file's owner (or root) may ask for."""
 
 
+try:
+    from sif.exact._firstc import take as _c_take  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # no compiler at install time: map over the columns
+    _c_take = None
+
+
+def _take(column: array[int], indices: Sequence[int]) -> array[int]:
+    """``column[i]`` for each of ``indices``, as an array of the column's type.
+
+    The C gather (``_firstc.take``) copies the items' bytes: ~1 ns a row against
+    ~130 ns for ``map(column.__getitem__, indices)``, which makes and reads back
+    an int a row (a worker's shares of /usr's 101 k candidates: 7 columns).
+    """
+    out = array(column.typecode)
+    if _c_take is None:
+        out.extend(map(column.__getitem__, indices))
+    else:
+        out.frombytes(_c_take(column, indices))
+    return out
+
+
+def _take_list(column: list[str], indices: Sequence[int]) -> list[str]:
+    """``column[i]`` for each of ``indices``, as a list."""
+    if _c_take is None:
+        return list(map(column.__getitem__, indices))
+    return _c_take(column, indices)
+
+
 class _Table:
     """The candidates a refiner works on, column by column; a candidate is an index.
 
@@ -55,16 +83,16 @@ class _Table:
 
     def __init__(self, cols: RecordColumns, indices: Sequence[int]) -> None:
         self.flags = _OPEN_FLAGS
-        # One C loop a column (map over the walk's arrays): no Python per candidate.
+        # One C loop a column (a gather, or map over the walk's arrays): no Python per candidate.
         self.dirs: list[str] = cols.dirs
-        self.dir_of = array("I", map(cols.dir_of.__getitem__, indices))
-        self.names = list(map(cols.names.__getitem__, indices))
-        self.dev = array("Q", map(cols.dev.__getitem__, indices))
-        self.ino = array("Q", map(cols.ino.__getitem__, indices))
-        self.size = array("q", map(cols.size.__getitem__, indices))
-        self.mtime_ns = array("q", map(cols.mtime_ns.__getitem__, indices))
-        self.ctime_ns = array("q", map(cols.ctime_ns.__getitem__, indices))
-        self.symlink = array("B", map(cols.symlink.__getitem__, indices))
+        self.dir_of = _take(cols.dir_of, indices)
+        self.names = _take_list(cols.names, indices)
+        self.dev = _take(cols.dev, indices)
+        self.ino = _take(cols.ino, indices)
+        self.size = _take(cols.size, indices)
+        self.mtime_ns = _take(cols.mtime_ns, indices)
+        self.ctime_ns = _take(cols.ctime_ns, indices)
+        self.symlink = _take(cols.symlink, indices)
 
     @classmethod
     def over(cls, cols: RecordColumns) -> _Table:
