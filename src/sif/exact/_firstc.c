@@ -1,4 +1,6 @@
 /* The first blocks of a batch of candidates, compiled: the hot loop of `sif dupes`.
+ * Also two column loops of its stages: size_groups() (stage 1, grouping by size) and
+ * take() (the gather of a worker's share of the candidates); see each function.
  *
  * sif.exact.first calls read_first() once per batch of the block rounds (and
  * once more after each row it had to leave to Python). For each row, in the
@@ -116,7 +118,7 @@ static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const
         f++;
     if (view->itemsize != itemsize || f[0] == '\0' || f[1] != '\0' ||
         strchr("bBhHiIlLqQ", f[0]) == NULL) {
-        PyErr_Format(PyExc_TypeError, "read_first(): %s must be a buffer of %zd-byte integers",
+        PyErr_Format(PyExc_TypeError, "%s must be a buffer of %zd-byte integers",
                      what, itemsize);
         PyBuffer_Release(view);
         return -1;
@@ -326,11 +328,103 @@ static PyObject *take(PyObject *Py_UNUSED(m), PyObject *args) {
     return out;
 }
 
+/* size_groups(size, ino) -> (flat, sizes, lengths): stage 1 of sif dupes (grouping by size).
+ *
+ * size and ino are the walk's columns (8-byte integers, as many of each). The rows whose
+ * size another row has, ordered by size, then inode, then row (what a Counter, a
+ * compress and two stable sorts gave in Python, ~55 ms for /usr's 117 k files against
+ * ~12 ms here); sizes are the shared sizes in increasing order, lengths how many rows
+ * have each: the rows of sizes[k] are flat[sum(lengths[:k]) : sum(lengths[:k + 1])]. */
+typedef struct {
+    long long size;
+    unsigned long long ino;
+    Py_ssize_t row;
+} size_key;
+
+static int by_size(const void *a, const void *b) {
+    const size_key *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+static PyObject *size_groups(PyObject *Py_UNUSED(m), PyObject *args) {
+    PyObject *size_obj, *ino_obj;
+    if (!PyArg_ParseTuple(args, "OO:size_groups", &size_obj, &ino_obj))
+        return NULL;
+    Py_buffer sv, iv;
+    if (get_column(size_obj, &sv, 8, "size") != 0)
+        return NULL;
+    if (get_column(ino_obj, &iv, 8, "ino") != 0) {
+        PyBuffer_Release(&sv);
+        return NULL;
+    }
+    PyObject *flat = NULL, *sizes = NULL, *lengths = NULL, *result = NULL;
+    Py_ssize_t n = sv.len / 8;
+    size_key *keys = NULL;
+    if (iv.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "size_groups(): size and ino differ in length");
+        goto done;
+    }
+    keys = PyMem_RawMalloc(n ? (size_t)n * sizeof *keys : 1);
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const long long *size = sv.buf;
+    const unsigned long long *ino = iv.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        keys[i].size = size[i];
+        keys[i].ino = ino[i];
+        keys[i].row = i;
+    }
+    qsort(keys, (size_t)n, sizeof *keys, by_size);
+    Py_END_ALLOW_THREADS
+    flat = PyList_New(0);
+    sizes = PyList_New(0);
+    lengths = PyList_New(0);
+    if (flat == NULL || sizes == NULL || lengths == NULL)
+        goto done;
+    for (Py_ssize_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && keys[b].size == keys[a].size; b++)
+            ;
+        if (b - a < 2)
+            continue;
+        PyObject *v = PyLong_FromLongLong(keys[a].size);
+        int bad = v == NULL || PyList_Append(sizes, v) != 0;
+        Py_XDECREF(v);
+        v = bad ? NULL : PyLong_FromSsize_t(b - a);
+        bad = bad || v == NULL || PyList_Append(lengths, v) != 0;
+        Py_XDECREF(v);
+        for (Py_ssize_t k = a; !bad && k < b; k++) {
+            v = PyLong_FromSsize_t(keys[k].row);
+            bad = v == NULL || PyList_Append(flat, v) != 0;
+            Py_XDECREF(v);
+        }
+        if (bad)
+            goto done;
+    }
+    result = PyTuple_Pack(3, flat, sizes, lengths);
+done:
+    PyMem_RawFree(keys);
+    Py_XDECREF(flat);
+    Py_XDECREF(sizes);
+    Py_XDECREF(lengths);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&iv);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"read_first", read_first, METH_VARARGS,
      "Open, check and read the first block of rows[start:end] (see the module)."},
     {"take", take, METH_VARARGS,
      "column[r] for each r of rows: a list for a list, the items' bytes for an array."},
+    {"size_groups", size_groups, METH_VARARGS,
+     "The rows whose size recurs, by size, inode and row; the sizes; their counts."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,

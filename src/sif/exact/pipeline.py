@@ -58,6 +58,11 @@ from sif.exact.rounds import (
 )
 from sif.walk import RecordColumns, WalkOptions, parallel_walk
 
+try:
+    from sif.exact._firstc import size_groups as _c_size_groups  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # no compiler at install time: the same groups made in Python
+    _c_size_groups = None
+
 __all__ = [
     "CHANGED",
     "DEFAULT_MEMORY_BUDGET",
@@ -213,21 +218,25 @@ class ReplicaFinder:
         """Stage 1: files of a size that another file has, as groups of two or more.
 
         The groups come by increasing size, the files of one size by inode
-        (a cheap proxy for their order on disk). No Python runs per file:
-        a ``Counter`` of the sizes, a ``compress`` of the files whose size
-        recurs, two ``sort`` calls keyed by the columns.
+        (a cheap proxy for their order on disk), then in the walk's order. No
+        Python runs per file: one sort in C (``_firstc.size_groups``) or,
+        without the extension, a ``Counter`` of the sizes, a ``compress`` of
+        the files whose size recurs and two ``sort`` calls keyed by the columns.
         """
         sizes = cols.size
         self.stats.files += len(cols)
         self.stats.bytes_scanned += sum(sizes)
-        counts = Counter(sizes)
-        shared = sorted(s for s, c in counts.items() if c > 1)
-        recurs = set(shared)
-        flat = list(compress(range(len(sizes)), map(recurs.__contains__, sizes)))
-        flat.sort(key=cols.ino.__getitem__)
-        flat.sort(key=sizes.__getitem__)  # stable: by inode within a size
-        groups = _Groups(flat, shared, [counts[s] for s in shared])
-        self._log("grouping by size", len(flat))
+        if _c_size_groups is not None:  # one sort in C: ~12 ms against ~55 ms on /usr
+            groups = _Groups(*_c_size_groups(sizes, cols.ino))
+        else:
+            counts = Counter(sizes)
+            shared = sorted(s for s, c in counts.items() if c > 1)
+            recurs = set(shared)
+            flat = list(compress(range(len(sizes)), map(recurs.__contains__, sizes)))
+            flat.sort(key=cols.ino.__getitem__)
+            flat.sort(key=sizes.__getitem__)  # stable: by inode within a size
+            groups = _Groups(flat, shared, [counts[s] for s in shared])
+        self._log("grouping by size", len(groups.flat))
         return groups
 
     def collapse_inodes(self, cols: RecordColumns, groups: _Groups) -> _Groups:

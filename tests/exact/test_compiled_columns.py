@@ -1,10 +1,11 @@
-"""The gather that makes a worker's share of the candidates (``_firstc.take``, ``_Table``).
+"""The compiled column work of ``sif dupes``: grouping by size, and the gather of a share.
 
-A share sent to a worker is a copy of the walk's columns at its candidates'
-rows. The C gather must give exactly what ``map(column.__getitem__, rows)``
-gives, for every column type the walk has, and refuse what indexing a list
-would refuse (a row out of range, a row that is no int) without returning a
-half-made column.
+``_firstc.size_groups`` (stage 1) must give exactly the groups of the Python
+code it replaces, in the same order. A share sent to a worker is a copy of
+the walk's columns at its candidates' rows. The C gather must give exactly
+what ``map(column.__getitem__, rows)`` gives, for every column type the walk
+has, and refuse what indexing a list would refuse (a row out of range, a row
+that is no int) without returning a half-made column.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sif.exact import pipeline
 from sif.exact import table as table_mod
 from sif.records import RecordColumns
 
@@ -117,3 +119,45 @@ def test_take_refuses_a_column_it_cannot_gather() -> None:
 def test_take_reads_rows_of_any_sequence() -> None:
     assert take(["a", "b", "c"], (2, 1)) == ["c", "b"]
     assert take(array("I", [9, 8, 7]), range(3)) == array("I", [9, 8, 7]).tobytes()
+
+
+@given(
+    sizes=st.lists(st.integers(0, 6), max_size=300),
+    inos=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=300),
+)
+def test_size_groups_in_c_equal_those_made_in_python(sizes: list[int], inos: list[int]) -> None:
+    """Few sizes and few inodes, so that groups, inode ties and one-row sizes all occur;
+    inodes across the whole unsigned range (the order is unsigned)."""
+    n = min(len(sizes), len(inos))
+    cols = RecordColumns()
+    cols.size.extend(s * 1000 for s in sizes[:n])
+    cols.ino.extend(inos[:n])
+    assert pipeline._c_size_groups is not None, "sif.exact._firstc is not built"
+    fast = pipeline._c_size_groups(cols.size, cols.ino)
+    flat = sorted(range(n), key=lambda i: (cols.size[i], cols.ino[i], i))
+    counts = {s: cols.size.tolist().count(s) for s in set(cols.size)}
+    want_flat = [i for i in flat if counts[cols.size[i]] > 1]
+    shared = sorted(s for s, c in counts.items() if c > 1)
+    assert fast == (want_flat, shared, [counts[s] for s in shared])
+
+
+def test_grouping_by_size_is_the_same_without_the_extension(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cols = columns(400, 11)
+    cols.size = array("q", [i % 37 if i % 5 else 10**12 + i for i in range(400)])
+    finder = pipeline.ReplicaFinder(jobs=1)
+    fast = finder.group_by_size(cols)
+    monkeypatch.setattr(pipeline, "_c_size_groups", None)
+    slow = finder.group_by_size(cols)
+    assert (fast.flat, fast.sizes, fast.lengths) == (slow.flat, slow.sizes, slow.lengths)
+    assert len(fast.flat) == 320  # the 80 rows of sizes 10**12 + i are alone
+
+
+def test_size_groups_refuses_columns_it_cannot_read() -> None:
+    assert pipeline._c_size_groups is not None
+    with pytest.raises(ValueError, match="differ in length"):
+        pipeline._c_size_groups(array("q", [1, 1]), array("Q", [1]))
+    with pytest.raises(TypeError, match="8-byte"):
+        pipeline._c_size_groups(array("i", [1, 1]), array("Q", [1, 2]))
+    assert pipeline._c_size_groups(array("q"), array("Q")) == ([], [], [])
