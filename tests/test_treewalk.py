@@ -405,14 +405,28 @@ def test_a_negative_row_counts_from_the_end_past_decoded_names() -> None:
         cols.name(-5)
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["c", "python"])
 @settings(max_examples=100, deadline=None)
 @given(
     parts=st.lists(st.lists(names, max_size=6), max_size=5),  # never a NUL or a slash
     before=st.lists(st.text(st.characters(exclude_characters="\0/"), min_size=1), max_size=3),
 )
-def test_raw_names_read_as_decoded_names(parts: list[list[bytes]], before: list[str]) -> None:
+def test_raw_names_read_as_decoded_names(
+    compiled: bool, parts: list[list[bytes]], before: list[str]
+) -> None:
     """RecordColumns.add_raw_names (the C walk's names: bytes and offsets) gives, row by
-    row and all at once, what os.fsdecode gives; names decoded before stay first."""
+    row and all at once, what os.fsdecode gives; names decoded before stay first. All
+    at once, the names are decoded by ``_treec.decode_names`` or, without it, in Python."""
+    import sif.records
+
+    assert sif.records._c_decode_names is not None, "sif._treec is not built"
+    with pytest.MonkeyPatch.context() as mp:
+        if not compiled:
+            mp.setattr(sif.records, "_c_decode_names", None)
+        _check_raw_names(parts, before)
+
+
+def _check_raw_names(parts: list[list[bytes]], before: list[str]) -> None:
     from array import array
 
     raw = RecordColumns()
@@ -442,6 +456,21 @@ def test_raw_names_read_as_decoded_names(parts: list[list[bytes]], before: list[
     assert again.names == want
     raw.extend([FileRecord("/e/x", 1, 2, 3, 4)])
     assert raw.names == [*want, "x"] and raw.path(len(want)) == "/e/x"
+
+
+def test_decode_names_takes_a_slice_of_the_blob_and_refuses_bad_offsets() -> None:
+    from array import array
+
+    from sif._treec import decode_names  # type: ignore[import-not-found,unused-ignore]
+
+    blob = "aé".encode() + b"\xff\xfe" + b"xyz"
+    assert decode_names(blob, array("q", [1, 3, 5, 8])) == ["é", "\udcff\udcfe", "xyz"]
+    assert decode_names(b"", array("q", [0])) == []
+    for offsets in ([0, 3, 2], [0, 9], [-1, 2], []):
+        with pytest.raises(ValueError):
+            decode_names(blob, array("q", offsets))
+    with pytest.raises(ValueError):
+        decode_names(blob, b"\0" * 12)  # not n + 1 int64
 
 
 def _ask(cols: RecordColumns, start: Any, got: list[list[str]]) -> None:

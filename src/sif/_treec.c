@@ -619,7 +619,54 @@ done:
     return out;
 }
 
+/* decode_names(blob, offsets) -> list of str: blob[offsets[i]:offsets[i + 1]] for each i,
+ * decoded as os.fsdecode does (UTF-8, surrogateescape). The names the walk gives raw
+ * (bytes and int64 offsets, above), decoded when a command needs them: ~45 ns a name
+ * against ~180 ns for the slices and decodes of a generator in Python (/usr's 117 k names:
+ * 21 ms). Offsets that do not rise within the blob are a ValueError. */
+static PyObject *decode_names(PyObject *Py_UNUSED(m), PyObject *args) {
+    Py_buffer blob, off;
+    if (!PyArg_ParseTuple(args, "y*y*:decode_names", &blob, &off))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = off.len / (Py_ssize_t)sizeof(int64_t);
+    if (off.len % (Py_ssize_t)sizeof(int64_t) != 0 || n < 1) {
+        PyErr_SetString(PyExc_ValueError, "decode_names(): offsets are n + 1 int64");
+        goto done;
+    }
+    const char *base = blob.buf;
+    int64_t prev = 0;
+    out = PyList_New(n - 1);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        int64_t at;
+        memcpy(&at, (const char *)off.buf + i * (Py_ssize_t)sizeof at, sizeof at);
+        if (i == 0)
+            prev = at;
+        if (at < prev || prev < 0 || at > (int64_t)blob.len) {
+            PyErr_SetString(PyExc_ValueError, "decode_names(): offsets out of order");
+            Py_CLEAR(out);
+            break;
+        }
+        if (i > 0) {
+            PyObject *name = PyUnicode_DecodeUTF8(base + prev, (Py_ssize_t)(at - prev),
+                                                  "surrogateescape");
+            if (name == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i - 1, name);
+        }
+        prev = at;
+    }
+done:
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&off);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"decode_names", decode_names, METH_VARARGS,
+     "decode_names(blob, offsets) -> list of str (UTF-8, surrogateescape)."},
     {"path_keys", path_keys, METH_VARARGS,
      "path_keys(paths, secret) -> bytes: two uint64 a path (keyed BLAKE2b-128)."},
     {"_test_hooks", test_hooks, METH_VARARGS, "Tests only: see hook_path in _treec.h."},

@@ -14,6 +14,11 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+try:
+    from sif._treec import decode_names as _c_decode_names  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # no compiler at install time: decoded in Python
+    _c_decode_names = None
+
 
 class FileRecord(NamedTuple):
     """A regular file met by the walker, with what ``lstat`` (or ``stat``) said of it.
@@ -98,6 +103,9 @@ class RecordColumns:
                 if raw:
                     names = self._names[: raw[0][0]]  # the rows before the raw ones
                     for _, blob, offsets in raw:
+                        if _c_decode_names is not None and offsets.typecode == "q":  # ~5x faster
+                            names += _c_decode_names(blob, offsets)
+                            continue
                         text = blob.decode("utf-8", "surrogateescape")
                         if len(text) == len(blob):  # ASCII: characters are bytes
                             names.extend(text[a:b] for a, b in itertools.pairwise(offsets))
