@@ -469,8 +469,9 @@ def test_decode_names_takes_a_slice_of_the_blob_and_refuses_bad_offsets() -> Non
     for offsets in ([0, 3, 2], [0, 9], [-1, 2], []):
         with pytest.raises(ValueError):
             decode_names(blob, array("q", offsets))
-    with pytest.raises(ValueError):
-        decode_names(blob, b"\0" * 12)  # not n + 1 int64
+    for offsets in (b"\0" * 16, array("i", [0, 1]), array("Q", [0, 1])):
+        with pytest.raises(TypeError):
+            decode_names(blob, offsets)  # not int64
 
 
 def _ask(cols: RecordColumns, start: Any, got: list[list[str]]) -> None:

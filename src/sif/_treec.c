@@ -622,15 +622,28 @@ done:
 /* decode_names(blob, offsets) -> list of str: blob[offsets[i]:offsets[i + 1]] for each i,
  * decoded as os.fsdecode does (UTF-8, surrogateescape). The names the walk gives raw
  * (bytes and int64 offsets, above), decoded when a command needs them: ~45 ns a name
- * against ~180 ns for the slices and decodes of a generator in Python (/usr's 117 k names:
- * 21 ms). Offsets that do not rise within the blob are a ValueError. */
+ * against ~80-100 ns for the slices and decodes of a generator in Python (/usr's 117 k
+ * names: 8 ms against 20). Offsets that do not rise within the blob are a ValueError. */
 static PyObject *decode_names(PyObject *Py_UNUSED(m), PyObject *args) {
     Py_buffer blob, off;
-    if (!PyArg_ParseTuple(args, "y*y*:decode_names", &blob, &off))
+    PyObject *off_obj;
+    if (!PyArg_ParseTuple(args, "y*O:decode_names", &blob, &off_obj))
         return NULL;
+    if (PyObject_GetBuffer(off_obj, &off, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&blob);
+        return NULL;
+    }
     PyObject *out = NULL;
+    const char *f = off.format ? off.format : "B";
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    if (off.itemsize != (Py_ssize_t)sizeof(int64_t) ||
+        (strcmp(f, "q") != 0 && strcmp(f, "l") != 0)) {
+        PyErr_SetString(PyExc_TypeError, "decode_names(): offsets must be int64 (array 'q')");
+        goto done;
+    }
     Py_ssize_t n = off.len / (Py_ssize_t)sizeof(int64_t);
-    if (off.len % (Py_ssize_t)sizeof(int64_t) != 0 || n < 1) {
+    if (n < 1) {
         PyErr_SetString(PyExc_ValueError, "decode_names(): offsets are n + 1 int64");
         goto done;
     }
@@ -640,9 +653,7 @@ static PyObject *decode_names(PyObject *Py_UNUSED(m), PyObject *args) {
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         int64_t at;
         memcpy(&at, (const char *)off.buf + i * (Py_ssize_t)sizeof at, sizeof at);
-        if (i == 0)
-            prev = at;
-        if (at < prev || prev < 0 || at > (int64_t)blob.len) {
+        if (at < prev || at > (int64_t)blob.len) { /* prev: 0, then the offset before */
             PyErr_SetString(PyExc_ValueError, "decode_names(): offsets out of order");
             Py_CLEAR(out);
             break;

@@ -121,16 +121,20 @@ def test_take_reads_rows_of_any_sequence() -> None:
     assert take(array("I", [9, 8, 7]), range(3)) == array("I", [9, 8, 7]).tobytes()
 
 
+SIZES = st.sampled_from([0, 1, 1000, 6000, 2**31, 2**62, 2**63 - 1, -1, -(2**63)])
+
+
 @given(
-    sizes=st.lists(st.integers(0, 6), max_size=300),
+    sizes=st.lists(SIZES, max_size=300),
     inos=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=300),
 )
 def test_size_groups_in_c_equal_those_made_in_python(sizes: list[int], inos: list[int]) -> None:
     """Few sizes and few inodes, so that groups, inode ties and one-row sizes all occur;
-    inodes across the whole unsigned range (the order is unsigned)."""
+    sizes across the signed range and inodes across the unsigned one (the orders are
+    signed and unsigned)."""
     n = min(len(sizes), len(inos))
     cols = RecordColumns()
-    cols.size.extend(s * 1000 for s in sizes[:n])
+    cols.size.extend(sizes[:n])
     cols.ino.extend(inos[:n])
     assert pipeline._c_size_groups is not None, "sif.exact._firstc is not built"
     fast = pipeline._c_size_groups(cols.size, cols.ino)
@@ -160,4 +164,53 @@ def test_size_groups_refuses_columns_it_cannot_read() -> None:
         pipeline._c_size_groups(array("q", [1, 1]), array("Q", [1]))
     with pytest.raises(TypeError, match="8-byte"):
         pipeline._c_size_groups(array("i", [1, 1]), array("Q", [1, 2]))
+    with pytest.raises(TypeError, match="size must be"):  # unsigned sizes: the order differs
+        pipeline._c_size_groups(array("Q", [1, 1]), array("Q", [1, 2]))
+    with pytest.raises(TypeError, match="ino must be"):  # signed inodes: the order differs
+        pipeline._c_size_groups(array("q", [1, 1]), array("q", [1, 2]))
     assert pipeline._c_size_groups(array("q"), array("Q")) == ([], [], [])
+
+
+def test_a_gathered_table_is_read_by_the_compiled_loop() -> None:
+    """A worker's share must still take the C read loop (``_compiled_fits``), as made and
+    as the worker unpickles it."""
+    from sif.exact.first import _compiled_fits
+
+    cols = columns(20, 5)
+    table = table_mod._Table(cols, [3, 1, 4, 1, 5])
+    assert _compiled_fits(table)
+    assert _compiled_fits(pickle.loads(pickle.dumps(table)))
+
+
+def test_take_survives_a_finalizer_that_changes_the_rows() -> None:
+    """Making the result may run the garbage collector; a finalizer that empties and
+    refills the list of rows meanwhile must not make ``take`` read freed memory (it
+    crashed when the rows were read after the allocation). In a child: it sets the
+    collector's thresholds."""
+    import subprocess
+    import sys
+
+    script = """
+import gc
+from sif.exact.table import _c_take as take
+column = [f"v{i}" for i in range(1000)]
+rows = list(range(1000))
+class Bomb:
+    def __del__(self):
+        rows.clear()
+        rows.extend(range(100000, 105000))
+def arm():
+    b = Bomb()
+    b.self = b
+gc.disable()
+hold = [[] for _ in range(200)]  # no list left to reuse: PyList_New allocates
+arm()
+gc.set_threshold(1)
+gc.enable()
+out = take(column, rows)
+gc.disable()
+print(len(out), out[0], out[-1], len(rows))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1000", "v0", "v999", "5000"]  # the finalizer ran

@@ -110,20 +110,27 @@ static int append(char *path, size_t *len, PyObject *s) {
 }
 
 /* A buffer of integers of one item size, or a TypeError. */
-static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
+/* A buffer of integers of one item size whose format is one of `formats`, or a TypeError
+ * naming the function and the column. */
+static int get_typed_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize,
+                            const char *formats, const char *func, const char *what) {
     if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0)
         return -1;
     const char *f = view->format ? view->format : "B";
     if (*f == '@' || *f == '=' || *f == '<')
         f++;
     if (view->itemsize != itemsize || f[0] == '\0' || f[1] != '\0' ||
-        strchr("bBhHiIlLqQ", f[0]) == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s must be a buffer of %zd-byte integers",
-                     what, itemsize);
+        strchr(formats, f[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a buffer of %zd-byte integers (typecodes %s)", func,
+                     what, itemsize, formats);
         PyBuffer_Release(view);
         return -1;
     }
     return 0;
+}
+
+static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
+    return get_typed_column(obj, view, itemsize, "bBhHiIlLqQ", "read_first()", what);
 }
 
 enum { NCOLS = 7 };
@@ -250,17 +257,18 @@ fail:
 /* take(column, rows) -> list or bytes: column[r] for each r of rows (a sequence of ints).
  *
  * The gather that makes a worker's share of the candidates (sif.exact.table._Table):
- * in Python, one map(column.__getitem__, rows) a column cost ~130 ns a row (an int
+ * in Python, one map(column.__getitem__, rows) a column cost ~130-240 ns a row (an int
  * object made and read back), 0.16 s for the eight shares of /usr's 101 k
  * candidates. A list column gives a new list of the same objects; a buffer column
  * (an array: 1, 2, 4 or 8 bytes an item, C-contiguous) gives the items' bytes, in
  * the order of rows, for array.frombytes. A row that is not an int, or not in
  * 0 <= r < len(column), raises TypeError, IndexError (or OverflowError);
- * nothing is returned then. No Python code runs in the loops (no __index__ is called),
- * so neither the rows nor a list column can change under them. */
+ * nothing is returned then. The rows are read into C integers before anything is
+ * allocated, and no Python code runs in the loops (no __index__ is called; a list
+ * column's length is read at each row), so nothing can change under them. */
 static Py_ssize_t row_of(PyObject *row) {
     if (!PyLong_Check(row)) {
-        PyErr_Format(PyExc_TypeError, "take: rows must be ints, not %.100s", Py_TYPE(row)->tp_name);
+        PyErr_Format(PyExc_TypeError, "take(): rows must be ints, not %.100s", Py_TYPE(row)->tp_name);
         return -1;
     }
     return PyLong_AsSsize_t(row);
@@ -270,70 +278,84 @@ static PyObject *take(PyObject *Py_UNUSED(m), PyObject *args) {
     PyObject *column, *rows_in;
     if (!PyArg_ParseTuple(args, "OO:take", &column, &rows_in))
         return NULL;
-    PyObject *rows = PySequence_Fast(rows_in, "take: rows must be a sequence of ints");
+    PyObject *rows = PySequence_Fast(rows_in, "take(): rows must be a sequence of ints");
     if (rows == NULL)
         return NULL;
+    /* The rows as C integers first, read while nothing is allocated: making the result
+     * may run the garbage collector, whose finalizers could change a list of rows (as
+     * they could under CPython's own tuple(rows)). */
     Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
-    PyObject **items = PySequence_Fast_ITEMS(rows);
+    Py_ssize_t *at = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *at);
     PyObject *out = NULL;
+    Py_buffer view = {0};
+    int have_view = 0;
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        at[k] = row_of(items[k]);
+        if (at[k] == -1 && PyErr_Occurred())
+            goto done;
+        if (at[k] < 0) {
+            PyErr_SetString(PyExc_IndexError, "take(): row out of range");
+            goto done;
+        }
+    }
     if (PyList_CheckExact(column)) {
         out = PyList_New(n);
         for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
-            Py_ssize_t r = row_of(items[k]);
-            if (r == -1 && PyErr_Occurred())
+            if (at[k] >= PyList_GET_SIZE(column)) { /* read now: the list may have changed */
+                PyErr_SetString(PyExc_IndexError, "take(): row out of range");
                 Py_CLEAR(out);
-            else if (r < 0 || r >= PyList_GET_SIZE(column)) {
-                PyErr_SetString(PyExc_IndexError, "take: row out of range");
-                Py_CLEAR(out);
-            } else {
-                PyObject *v = PyList_GET_ITEM(column, r);
-                Py_INCREF(v);
-                PyList_SET_ITEM(out, k, v);
+                break;
             }
+            PyObject *v = PyList_GET_ITEM(column, at[k]);
+            Py_INCREF(v);
+            PyList_SET_ITEM(out, k, v);
         }
-        Py_DECREF(rows);
-        return out;
+        goto done;
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(column, &view, PyBUF_C_CONTIGUOUS) != 0) {
-        Py_DECREF(rows);
-        return NULL;
-    }
+    if (PyObject_GetBuffer(column, &view, PyBUF_C_CONTIGUOUS) != 0)
+        goto done;
+    have_view = 1; /* pinned: the column cannot be resized while we hold it */
     Py_ssize_t size = view.itemsize, count = size > 0 ? view.len / size : 0;
-    if (size != 1 && size != 2 && size != 4 && size != 8)
-        PyErr_SetString(PyExc_TypeError, "take: a column of 1, 2, 4 or 8 bytes an item");
-    else if (n > PY_SSIZE_T_MAX / size)
+    if (size != 1 && size != 2 && size != 4 && size != 8) {
+        PyErr_SetString(PyExc_TypeError, "take(): a column of 1, 2, 4 or 8 bytes an item");
+        goto done;
+    }
+    if (n > PY_SSIZE_T_MAX / size) {
         PyErr_NoMemory();
-    else
-        out = PyBytes_FromStringAndSize(NULL, n * size);
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (at[k] >= count) {
+            PyErr_SetString(PyExc_IndexError, "take(): row out of range");
+            goto done;
+        }
+    out = PyBytes_FromStringAndSize(NULL, n * size);
     if (out != NULL) {
         const char *src = view.buf;
         char *dst = PyBytes_AS_STRING(out);
-        for (Py_ssize_t k = 0; k < n; k++) {
-            Py_ssize_t r = row_of(items[k]);
-            if (r == -1 && PyErr_Occurred()) {
-                Py_CLEAR(out);
-                break;
-            }
-            if (r < 0 || r >= count) {
-                PyErr_SetString(PyExc_IndexError, "take: row out of range");
-                Py_CLEAR(out);
-                break;
-            }
-            memcpy(dst + k * size, src + r * size, (size_t)size);
-        }
+        for (Py_ssize_t k = 0; k < n; k++)
+            memcpy(dst + k * size, src + at[k] * size, (size_t)size);
     }
-    PyBuffer_Release(&view);
+done:
+    if (have_view)
+        PyBuffer_Release(&view);
+    PyMem_Free(at);
     Py_DECREF(rows);
     return out;
 }
 
 /* size_groups(size, ino) -> (flat, sizes, lengths): stage 1 of sif dupes (grouping by size).
  *
- * size and ino are the walk's columns (8-byte integers, as many of each). The rows whose
+ * size and ino are the walk's columns (8-byte integers, signed and unsigned, as many of
+ * each). The rows whose
  * size another row has, ordered by size, then inode, then row (what a Counter, a
- * compress and two stable sorts gave in Python, ~55 ms for /usr's 117 k files against
- * ~12 ms here); sizes are the shared sizes in increasing order, lengths how many rows
+ * compress and two stable sorts gave in Python, ~56 ms for /usr's 117 k files against
+ * ~23 ms here, the lists made included); sizes are the shared sizes in increasing order, lengths how many rows
  * have each: the rows of sizes[k] are flat[sum(lengths[:k]) : sum(lengths[:k + 1])]. */
 typedef struct {
     long long size;
@@ -355,9 +377,9 @@ static PyObject *size_groups(PyObject *Py_UNUSED(m), PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO:size_groups", &size_obj, &ino_obj))
         return NULL;
     Py_buffer sv, iv;
-    if (get_column(size_obj, &sv, 8, "size") != 0)
+    if (get_typed_column(size_obj, &sv, 8, "ql", "size_groups()", "size") != 0)
         return NULL;
-    if (get_column(ino_obj, &iv, 8, "ino") != 0) {
+    if (get_typed_column(ino_obj, &iv, 8, "QL", "size_groups()", "ino") != 0) {
         PyBuffer_Release(&sv);
         return NULL;
     }

@@ -226,7 +226,7 @@ class ReplicaFinder:
         sizes = cols.size
         self.stats.files += len(cols)
         self.stats.bytes_scanned += sum(sizes)
-        if _c_size_groups is not None:  # one sort in C: ~12 ms against ~55 ms on /usr
+        if _c_size_groups is not None:  # one sort in C: ~23 ms against ~56 ms on /usr
             groups = _Groups(*_c_size_groups(sizes, cols.ino))
         else:
             counts = Counter(sizes)
