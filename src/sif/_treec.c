@@ -654,8 +654,8 @@ static PyObject *decode_names(PyObject *Py_UNUSED(m), PyObject *args) {
         int64_t at;
         memcpy(&at, (const char *)off.buf + i * (Py_ssize_t)sizeof at, sizeof at);
         if (at < prev || at > (int64_t)blob.len) { /* prev: 0, then the offset before */
+            Py_CLEAR(out); /* first: the error's allocation may run a collection */
             PyErr_SetString(PyExc_ValueError, "decode_names(): offsets out of order");
-            Py_CLEAR(out);
             break;
         }
         if (i > 0) {

@@ -214,3 +214,64 @@ print(len(out), out[0], out[-1], len(rows))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1000", "v0", "v999", "5000"]  # the finalizer ran
+
+
+HALF_MADE = """
+import gc
+from array import array
+from sif.exact.table import _c_take as take
+from sif._treec import decode_names
+func, args, n = {func}, {args}, {n}  # made before the collector is set off
+found = []
+class Bomb:
+    def __del__(self):
+        for o in gc.get_objects():
+            if type(o) is list and len(o) == n:
+                found.append(o)
+def arm():
+    b = Bomb(); b.self = b
+gc.disable()
+arm()
+gc.set_threshold(1)
+try:
+    raise KeyError  # raised while another is handled: the error object is made at once
+except KeyError:
+    gc.enable()
+    try:
+        func(*args)
+    except (IndexError, ValueError):
+        pass
+    gc.disable()
+for o in found:
+    print(o[n - 2], flush=True)  # a slot not filled yet, were the result still alive
+"""
+
+
+@pytest.mark.parametrize(
+    ("func", "args", "n"),
+    [
+        ("take", "([object() for _ in range(10)], [0, 1, 2, 99, 4, 5, 6])", 7),
+        ("decode_names", '(b"abcdefgh", array("q", [0, 1, 2, 3, 9, 5]))', 5),
+    ],
+    ids=["take", "decode_names"],
+)
+def test_no_half_made_result_outlives_an_error(func: str, args: str, n: int) -> None:
+    """``take`` and ``decode_names`` fill a list made whole; on an error they free it
+    before the error is made, whose allocation may run the collector: a finalizer that
+    walks ``gc.get_objects()`` then never meets their list with empty slots (it crashed
+    on one, SIGSEGV, when the error came first). In a child: it sets the collector's
+    thresholds (from the review's reproducer)."""
+    import subprocess
+    import sys
+
+    script = HALF_MADE.format(func=func, args=args, n=n)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+def test_size_groups_reads_an_unaligned_view() -> None:
+    """A view that starts one byte into its buffer: the items are copied, not cast."""
+    assert pipeline._c_size_groups is not None
+    size = memoryview(bytearray(b"\0" + array("q", [5, 7, 5, 7]).tobytes()))[1:].cast("q")
+    ino = memoryview(bytearray(b"\0" + array("Q", [4, 3, 2, 1]).tobytes()))[1:].cast("Q")
+    assert pipeline._c_size_groups(size, ino) == ([2, 0, 3, 1], [5, 7], [2, 2])

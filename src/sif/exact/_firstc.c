@@ -307,8 +307,8 @@ static PyObject *take(PyObject *Py_UNUSED(m), PyObject *args) {
         out = PyList_New(n);
         for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
             if (at[k] >= PyList_GET_SIZE(column)) { /* read now: the list may have changed */
+                Py_CLEAR(out); /* first: the error's allocation may run a collection */
                 PyErr_SetString(PyExc_IndexError, "take(): row out of range");
-                Py_CLEAR(out);
                 break;
             }
             PyObject *v = PyList_GET_ITEM(column, at[k]);
@@ -395,12 +395,12 @@ static PyObject *size_groups(PyObject *Py_UNUSED(m), PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    const long long *size = sv.buf;
-    const unsigned long long *ino = iv.buf;
+    _Static_assert(sizeof(long long) == 8, "8-byte sizes and inodes");
+    const char *size = sv.buf, *ino = iv.buf; /* copied, not cast: a view may be unaligned */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        keys[i].size = size[i];
-        keys[i].ino = ino[i];
+        memcpy(&keys[i].size, size + 8 * i, 8);
+        memcpy(&keys[i].ino, ino + 8 * i, 8);
         keys[i].row = i;
     }
     qsort(keys, (size_t)n, sizeof *keys, by_size);
