@@ -47,6 +47,16 @@
 
 /* The check of read_entries while the GIL is released (ctx: where its state was saved):
  * a signal handler that raised stops the read, its exception set. */
+/* A new list of n empty slots that the garbage collector does not see until
+ * PyObject_GC_Track: a collection run by an allocation while it is being filled could
+ * otherwise let a finalizer meet an empty slot (gc.get_objects()). Freed as any list. */
+static PyObject *new_list_hidden(Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (list != NULL)
+        PyObject_GC_UnTrack(list);
+    return list;
+}
+
 static int check_signals(void *ctx) {
     PyThreadState **ts = (PyThreadState **)ctx;
     PyEval_RestoreThread(*ts);
@@ -75,8 +85,11 @@ static PyObject *build(listing *l, int dir_err) {
     }
     PyObject *names = NULL, *numbers = NULL, *subdirs = NULL, *keys = NULL, *problems = NULL;
     PyObject *out = NULL;
-    names = PyList_New((Py_ssize_t)n_files);
-    subdirs = PyList_New((Py_ssize_t)n_dirs);
+    /* names and subdirs are filled slot by slot: out of the collector's sight until
+     * full (an allocation below may run a collection, whose finalizers could meet an
+     * empty slot through gc.get_objects()). */
+    names = new_list_hidden((Py_ssize_t)n_files);
+    subdirs = new_list_hidden((Py_ssize_t)n_dirs);
     problems = PyList_New(0);
     numbers = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(6 * n_files * sizeof(int64_t)));
     keys = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 * n_dirs * sizeof(uint64_t)));
@@ -134,8 +147,12 @@ static PyObject *build(listing *l, int dir_err) {
         }
         Py_DECREF(p);
     }
-    out = Py_BuildValue("(OOOOO(LLLL))", names, numbers, subdirs, keys, problems, n_bytes,
-                        n_filtered, n_links, n_special);
+    PyObject_GC_Track(names); /* full now */
+    PyObject_GC_Track(subdirs);
+    /* The inner tuple first: Py_BuildValue would make it while the outer one is half full. */
+    PyObject *counts = Py_BuildValue("(LLLL)", n_bytes, n_filtered, n_links, n_special);
+    if (counts != NULL)
+        out = Py_BuildValue("(OOOOON)", names, numbers, subdirs, keys, problems, counts);
 done:
     Py_XDECREF(names);
     Py_XDECREF(numbers);

@@ -279,12 +279,22 @@ static PyObject *decode(const char *s, size_t len) {
     return PyUnicode_DecodeFSDefaultAndSize(s, (Py_ssize_t)len);
 }
 
+/* A new list of n empty slots that the garbage collector does not see until
+ * PyObject_GC_Track: a collection run by an allocation while it is being filled could
+ * otherwise let a finalizer meet an empty slot (gc.get_objects()). Freed as any list. */
+static PyObject *new_list_hidden(Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (list != NULL)
+        PyObject_GC_UnTrack(list);
+    return list;
+}
+
 static PyObject *build(Walker *w) {
     chunk *c = &w->c;
-    PyObject *dirs = PyList_New((Py_ssize_t)c->nd);
+    PyObject *dirs = new_list_hidden((Py_ssize_t)c->nd); /* both tracked once full */
     PyObject *names = PyBytes_FromStringAndSize(c->nbuf, (Py_ssize_t)c->nused);
     PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((c->nf + 1) * sizeof(int64_t)));
-    PyObject *problems = PyList_New((Py_ssize_t)c->np);
+    PyObject *problems = new_list_hidden((Py_ssize_t)c->np);
     PyObject *dir_of = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(c->nf * sizeof(uint32_t)));
     PyObject *numbers = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(6 * c->nf * sizeof(int64_t)));
     PyObject *keys = PyBytes_FromStringAndSize(
@@ -317,8 +327,18 @@ static PyObject *build(Walker *w) {
             goto done;
         PyList_SET_ITEM(problems, (Py_ssize_t)i, t);
     }
-    out = Py_BuildValue("(OO(OO)OOO(LLLLL))", dirs, dir_of, names, offsets, numbers, keys,
-                        problems, c->dirs_read, c->bytes, c->filtered, c->links, c->special);
+    PyObject_GC_Track(dirs);
+    PyObject_GC_Track(problems);
+    /* The inner tuples first: Py_BuildValue would make them while the outer one is half
+     * full. */
+    PyObject *raw = Py_BuildValue("(OO)", names, offsets);
+    PyObject *counts = raw == NULL ? NULL
+                                   : Py_BuildValue("(LLLLL)", c->dirs_read, c->bytes, c->filtered,
+                                                   c->links, c->special);
+    if (counts != NULL)
+        out = Py_BuildValue("(OONOOON)", dirs, dir_of, raw, numbers, keys, problems, counts);
+    else
+        Py_XDECREF(raw);
 done:
     Py_XDECREF(dirs);
     Py_XDECREF(names);

@@ -83,6 +83,16 @@ static long long read_one(int fd, char *slot, long long room) {
     return got < room ? got : -1;
 }
 
+/* A new list of n empty slots that the garbage collector does not see until
+ * PyObject_GC_Track: a collection run by an allocation while it is being filled could
+ * otherwise let a finalizer meet an empty slot (gc.get_objects()). Freed as any list. */
+static PyObject *new_list_hidden(Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (list != NULL)
+        PyObject_GC_UnTrack(list);
+    return list;
+}
+
 static PyObject *read_files(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *files;
@@ -93,7 +103,7 @@ static PyObject *read_files(PyObject *self, PyObject *args) {
      * allocation) does to the caller's list. */
     PyObject *all = PyList_AsTuple(files);
     Py_ssize_t n = all != NULL ? PyTuple_GET_SIZE(all) : 0;
-    PyObject *enc = PyList_New(n); /* the encoded paths, alive while the GIL is released */
+    PyObject *enc = new_list_hidden(n); /* the encoded paths, alive without the GIL */
     item_t *items = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(item_t));
     PyObject *buf = NULL, *starts = NULL, *lengths = NULL, *out = NULL;
     if (items != NULL)
@@ -159,8 +169,8 @@ static PyObject *read_files(PyObject *self, PyObject *args) {
         items[i].fd = -1;
     }
     Py_END_ALLOW_THREADS
-    starts = PyList_New(n);
-    lengths = PyList_New(n);
+    starts = new_list_hidden(n);
+    lengths = new_list_hidden(n);
     if (starts == NULL || lengths == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -174,6 +184,8 @@ static PyObject *read_files(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(starts, i, s);
         PyList_SET_ITEM(lengths, i, g);
     }
+    PyObject_GC_Track(starts); /* full now */
+    PyObject_GC_Track(lengths);
     out = PyTuple_Pack(3, buf, starts, lengths);
 done:
     if (items != NULL) {
