@@ -196,6 +196,29 @@ def test_the_compiled_search_gives_the_descent_s_positions(
         assert want[i] == lo[i] + np.searchsorted(run, target[i], side=side)
 
 
+def test_misaligned_keys_take_the_descent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column one byte off its alignment (a damaged ``.npy`` header of odd length) is
+    never given to the C loop, which reads keys through a cast; the answer is the same."""
+    import sif.index.segments as segments
+
+    values = np.arange(0, 4000, 7, dtype=np.uint32)
+    raw = np.zeros(values.nbytes + 1, dtype=np.uint8)
+    raw[1:] = values.view(np.uint8)
+    keys = raw[1:].view(np.uint32)
+    assert not keys.flags.aligned and keys.flags.c_contiguous
+    lo, hi = np.array([0, 10], dtype=np.int64), np.array([len(keys), 50], dtype=np.int64)
+    target = np.array([700, 71], dtype=np.uint32)
+
+    class NoC:
+        def bounds(self, *args: object) -> None:
+            raise AssertionError("a misaligned column reached the C loop")
+
+    monkeypatch.setattr(segments, "_lookupc", NoC())
+    got = segments._descend(keys, lo, hi, target, False)
+    np.testing.assert_array_equal(got, _descend_numpy(values, lo, hi, target, False))
+    assert got.tolist() == [100, 11]
+
+
 def test_the_compiled_search_refuses_runs_outside_its_keys() -> None:
     from sif.index import _lookupc
 

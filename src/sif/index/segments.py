@@ -536,10 +536,13 @@ def _descend(
         and keys.ndim == 1
         and keys.dtype in _KERNEL_DTYPES
         and keys.flags.c_contiguous
+        and keys.flags.aligned
         and target.dtype == keys.dtype
     ):
         # Compiled: one pass (the descent below makes a dozen over all targets, ~2.8 ms
-        # for a 30 KB query in each segment). A strided column takes the descent.
+        # for a 30 KB query in each segment). A strided column takes the descent, as does
+        # a misaligned one (a damaged ``.npy`` header of odd length: the C loop reads
+        # the keys through a cast).
         out = np.empty(len(lo), dtype=np.int64)
         _lookupc.bounds(
             keys,
