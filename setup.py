@@ -26,7 +26,7 @@ setup(
         Extension(
             "sif._dirc",
             ["src/sif/_dirc.c"],
-            depends=["src/sif/_dirent.h"],
+            depends=["src/sif/_dirent.h", "src/sif/_hiddenlist.h"],
             extra_compile_args=["-O2"],
             optional=True,
         ),
@@ -38,6 +38,7 @@ setup(
                 "src/sif/_treec.h",
                 "src/sif/_treeread.h",
                 "src/sif/_blake2b.h",
+                "src/sif/_hiddenlist.h",
             ],
             extra_compile_args=["-O2", "-pthread"],
             extra_link_args=["-pthread"],
@@ -46,6 +47,7 @@ setup(
         Extension(
             "sif.index._readc",
             ["src/sif/index/_readc.c"],
+            depends=["src/sif/_hiddenlist.h"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -44,18 +44,10 @@
 #include <Python.h>
 
 #include "_dirent.h"
+#include "_hiddenlist.h"
 
 /* The check of read_entries while the GIL is released (ctx: where its state was saved):
  * a signal handler that raised stops the read, its exception set. */
-/* A new list of n empty slots that the garbage collector does not see until
- * PyObject_GC_Track: a collection run by an allocation while it is being filled could
- * otherwise let a finalizer meet an empty slot (gc.get_objects()). Freed as any list. */
-static PyObject *new_list_hidden(Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    if (list != NULL)
-        PyObject_GC_UnTrack(list);
-    return list;
-}
 
 static int check_signals(void *ctx) {
     PyThreadState **ts = (PyThreadState **)ctx;

@@ -55,6 +55,7 @@
 #include "_dirent.h"
 #include "_treec.h"
 #include "_treeread.h"
+#include "_hiddenlist.h"
 
 /* prefix + name in w->scratch; its length, or -1 out of memory. */
 static long long join(Walker *w, const node *nd, const char *name, size_t nlen) {
@@ -279,15 +280,6 @@ static PyObject *decode(const char *s, size_t len) {
     return PyUnicode_DecodeFSDefaultAndSize(s, (Py_ssize_t)len);
 }
 
-/* A new list of n empty slots that the garbage collector does not see until
- * PyObject_GC_Track: a collection run by an allocation while it is being filled could
- * otherwise let a finalizer meet an empty slot (gc.get_objects()). Freed as any list. */
-static PyObject *new_list_hidden(Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    if (list != NULL)
-        PyObject_GC_UnTrack(list);
-    return list;
-}
 
 static PyObject *build(Walker *w) {
     chunk *c = &w->c;

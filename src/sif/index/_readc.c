@@ -33,6 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../_hiddenlist.h"
+
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
 #endif
@@ -83,15 +85,6 @@ static long long read_one(int fd, char *slot, long long room) {
     return got < room ? got : -1;
 }
 
-/* A new list of n empty slots that the garbage collector does not see until
- * PyObject_GC_Track: a collection run by an allocation while it is being filled could
- * otherwise let a finalizer meet an empty slot (gc.get_objects()). Freed as any list. */
-static PyObject *new_list_hidden(Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    if (list != NULL)
-        PyObject_GC_UnTrack(list);
-    return list;
-}
 
 static PyObject *read_files(PyObject *self, PyObject *args) {
     (void)self;
