@@ -66,7 +66,8 @@ setup(
         Extension(
             "sif.exact._firstc",
             ["src/sif/exact/_firstc.c"],
-            extra_compile_args=["-O2"],
+            extra_compile_args=["-O2", "-pthread"],
+            extra_link_args=["-pthread"],
             optional=True,
         ),
     ]

@@ -97,12 +97,14 @@ def interrupt(
     args: list[str],
     tmp: Path,
     after: float,
-    ready: Callable[[], bool] | None = None,
+    ready: Callable[[int], bool] | None = None,
     ignored: bool = False,
+    workers: bool = True,
 ) -> tuple[int, str]:
     """Run sif, press Ctrl-C (SIGINT to its process group) ``after`` s once its workers run
-    (and, with ``ready``, once ``ready()`` says the run is where the test wants it);
-    ``ignored``: sif is started with SIGINT ignored (as a script's background job)."""
+    (``workers``: it has child processes) and, with ``ready``, once ``ready(pid)`` says
+    the run is where the test wants it; ``ignored``: sif is started with SIGINT ignored
+    (as a script's background job)."""
 
     def ignore() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -117,11 +119,11 @@ def interrupt(
             preexec_fn=ignore if ignored else None,
         )
         deadline = time.monotonic() + 60
-        while not children(proc.pid):
+        while workers and not children(proc.pid):
             assert proc.poll() is None, "sif ended before its workers started"
             assert time.monotonic() < deadline
             time.sleep(0.002)
-        while ready is not None and not ready():
+        while ready is not None and not ready(proc.pid):
             assert proc.poll() is None, "sif ended before it was ready for Ctrl-C"
             assert time.monotonic() < deadline
             time.sleep(0.002)
@@ -139,9 +141,41 @@ def interrupt(
 # --- Ctrl-C -------------------------------------------------------------------------------
 
 
-def test_ctrl_c_in_dupes_stops_quietly_with_130(tmp_path: Path) -> None:
+def open_under(pid: int, top: Path, files: bool) -> bool:
+    """Whether process ``pid`` has a file (``files``) or anything under ``top`` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"{top}/") and (not files or os.path.isfile(target)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "extra, workers, files",
+    [
+        ([], False, False),  # the C walk and first blocks, threads: stopped in the walk
+        ([], False, True),  # ... stopped while the first blocks are read
+        (["--include", "*"], True, False),  # a pattern: the Python walk, a pool of workers
+    ],
+)
+def test_ctrl_c_in_dupes_stops_quietly_with_130(
+    tmp_path: Path, extra: list[str], workers: bool, files: bool
+) -> None:
     tree = wide_tree(tmp_path / "t", 4000, 25)
-    rc, err = interrupt(["dupes", "-j", "2", str(tree)], tmp_path, 0.02)
+    rc, err = interrupt(
+        ["dupes", "-j", "2", *extra, str(tree)],
+        tmp_path,
+        0.02 if workers else 0.005,
+        ready=lambda pid: open_under(pid, tree, files),
+        workers=workers,
+    )
     assert rc == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "Aborted" not in err
 
@@ -150,7 +184,14 @@ def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path: Path) -> 
     """A script's background job (``sif dupes ... &``) ignores SIGINT, by the shell's rule:
     a Ctrl-C meant for the job in the foreground leaves it running to its end."""
     tree = wide_tree(tmp_path / "t", 4000, 25)
-    rc, err = interrupt(["dupes", "-j", "2", str(tree)], tmp_path, 0.02, ignored=True)
+    rc, err = interrupt(
+        ["dupes", "-j", "2", str(tree)],
+        tmp_path,
+        0.02,
+        ready=lambda pid: open_under(pid, tree, False),
+        ignored=True,
+        workers=False,
+    )
     assert rc == 0, err
     assert "groups of replicas" in err and "0 warnings" in err
 
@@ -162,7 +203,7 @@ def test_ctrl_c_in_index_stops_quietly_and_the_index_stays_usable(tmp_path: Path
     # Mid-run: right after the first checkpoint's segment (4 MB of 48 MB), not after a
     # fixed delay (indexing got fast enough to end first).
     rc, err = interrupt(
-        [*args, str(tree)], tmp_path, 0.0, ready=lambda: any((index / "segments").glob("*"))
+        [*args, str(tree)], tmp_path, 0.0, ready=lambda _: any((index / "segments").glob("*"))
     )
     # 130, or the signal's own status when it lands in the interpreter's last teardown
     # (its handlers are reset there): the shell shows 130 for both.

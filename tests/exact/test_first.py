@@ -49,13 +49,13 @@ def walked(root: Path) -> RecordColumns:
     return cols
 
 
-def compare(cols: RecordColumns, watch: Path) -> dict[str, Any]:
+def compare(cols: RecordColumns, watch: Path, helpers: int = 0) -> dict[str, Any]:
     """The comparison after the walk: groups, warnings, bytes read, the files opened and the
-    reads in order (inotify, under ``watch``)."""
+    reads in order (inotify, under ``watch``); ``helpers``: the C loop's threads."""
     warnings: list[ScanWarning] = []
     stats = DupesStats()
     with watching(watch) as seen, deadline(30):
-        finder = ReplicaFinder(jobs=1, on_warning=warnings.append, stats=stats)
+        finder = ReplicaFinder(jobs=1, on_warning=warnings.append, stats=stats, helpers=helpers)
         groups = {frozenset(g.paths) for g in finder.run(cols)}
     return {
         "groups": groups,
@@ -68,16 +68,31 @@ def compare(cols: RecordColumns, watch: Path) -> dict[str, Any]:
 
 def both(cols: RecordColumns, watch: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """:func:`compare` with the compiled loop, then the Python one, on the same disk: equal.
-    The compiled run's outcome, and how many rows the compiled loop read itself."""
+    The compiled run's outcome, and how many rows the compiled loop read itself.
+
+    The compiled loop runs twice: alone, and with 3 helper threads over chunks of 4
+    rows, each thread started for a single row (so that threads race over every chunk,
+    and rows past one left to Python are read, dropped and read again). The threads
+    read in no fixed order, and may read a file twice: their reads are compared as a
+    set."""
     compiled = CountingLoop(first._firstc)
     monkeypatch.setattr(first, "_firstc", compiled)
     c = compare(cols, watch)
+    rows_alone, compiled.rows = compiled.rows, 0
+    monkeypatch.setattr(first, "CHUNK", 4)
+    monkeypatch.setattr(first, "MIN_SHARE", 1)
+    threads = compare(cols, watch, helpers=3)
     monkeypatch.setattr(first, "_firstc", None)
     py = compare(cols, watch)
     monkeypatch.setattr(first, "_firstc", compiled.real)
     for key in c:
         assert c[key] == py[key], key
-    c["compiled_rows"] = compiled.rows
+        if key == "reads":
+            assert set(threads[key]) == set(c[key])
+        else:
+            assert threads[key] == c[key], key
+    assert compiled.rows == rows_alone
+    c["compiled_rows"] = rows_alone
     return c
 
 
@@ -389,10 +404,14 @@ def test_ctrl_c_in_a_careful_read_between_two_compiled_calls_leaves_no_descripto
     assert open_fds() == before
 
 
-def test_a_signal_in_the_compiled_loop_leaves_every_descriptor_in_fds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("helpers", [0, 2])
+def test_a_signal_in_the_compiled_loop_leaves_every_descriptor_in_fds(
+    tmp_path: Path, helpers: int
+) -> None:
     # A real signal whose handler raises (as Ctrl-C's does), at a random moment of one call
     # over 1500 files: the call raises, and every descriptor still open is in fds (the
-    # caller's finally closes them), each that of its row's file.
+    # caller's finally closes them), each that of its row's file. With helper threads, the
+    # signal may come to one of them: the handler runs in this thread after the chunk.
     for k in range(1500):
         write(tmp_path / f"d{k % 10}" / f"f{k}", b"%d" % k)
     cols = walked(tmp_path)
@@ -415,7 +434,7 @@ def test_a_signal_in_the_compiled_loop_leaves_every_descriptor_in_fds(tmp_path: 
     for _ in range(3):
         fds0: dict[int, int] = {}
         t0 = time.perf_counter()
-        first._firstc.read_first(rows, 0, len(rows), *args, fds0, {})
+        first._firstc.read_first(rows, 0, len(rows), *args, fds0, {}, helpers)
         whole = min(whole, time.perf_counter() - t0)
         for fd in fds0.values():
             os.close(fd)
@@ -432,7 +451,7 @@ def test_a_signal_in_the_compiled_loop_leaves_every_descriptor_in_fds(tmp_path: 
                 armed[0] = True
                 signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.1, 0.9) * whole)
                 try:
-                    first._firstc.read_first(rows, 0, len(rows), *args, fds, got)
+                    first._firstc.read_first(rows, 0, len(rows), *args, fds, got, helpers)
                 finally:
                     armed[0] = False
                     signal.setitimer(signal.ITIMER_REAL, 0)
@@ -473,3 +492,71 @@ def test_the_compiled_loop_takes_only_the_walk_s_column_types(tmp_path: Path) ->
     assert not first._compiled_fits(table)
     assert first.read_first(table, rows, FIRST_BLOCK, 0, {}) == want
     assert want[0] == {i: b"x%d" % (int(cols.names[i][1:]) % 2) for i in rows}
+
+
+def threads_seen_during(call: Any) -> int:
+    """The most threads this process had while ``call()`` ran (sampled by a Python thread,
+    which runs while the C loop has the GIL released)."""
+    import threading
+
+    most = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            most[0] = max(most[0], len(os.listdir("/proc/self/task")))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        call()
+    finally:
+        done.set()
+        sampler.join()
+    return most[0]
+
+
+def test_helper_threads_share_the_compiled_loop_and_are_gone_after(tmp_path: Path) -> None:
+    # 3000 files in chunks of 256: with 2 helpers the process has 3 threads more than
+    # before at times (the sampler, 2 helpers), never more; alone, 1. Either way the same
+    # blocks, and no thread left after.
+    for k in range(3000):
+        write(tmp_path / f"d{k % 10}" / f"f{k}", b"%d" % k)
+    cols = walked(tmp_path)
+    table = _Table.over(cols)
+    rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
+    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
+    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 0)
+    base = len(os.listdir("/proc/self/task"))
+    seen = {}
+    for helpers in (0, 2):
+        most = 0
+        for _ in range(20):  # until the sampler has run while the helpers did
+            got: dict[int, bytes] = {}
+
+            def call(got: dict[int, bytes] = got, helpers: int = helpers) -> None:
+                stop = first._firstc.read_first(rows, 0, len(rows), *args, {}, got, helpers)
+                assert stop == len(rows)
+
+            most = max(most, threads_seen_during(call))
+            assert got == {i: b"%d" % int(cols.names[i][1:]) for i in rows}
+            if most == base + 1 + helpers:
+                break
+        seen[helpers] = most - base
+    assert seen == {0: 1, 2: 3}
+    assert len(os.listdir("/proc/self/task")) == base  # every helper joined
+
+
+@pytest.mark.parametrize(
+    "helpers, chunk, min_share", [(-1, 256, 16), (1, 0, 16), (1, 257, 16), (1, 8, 0)]
+)
+def test_the_compiled_loop_refuses_bad_thread_settings(
+    tmp_path: Path, helpers: int, chunk: int, min_share: int
+) -> None:
+    write(tmp_path / "f", b"x")
+    cols = walked(tmp_path)
+    table = _Table.over(cols)
+    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
+    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 0)
+    with pytest.raises(ValueError, match="read_first"):
+        first._firstc.read_first([0], 0, 1, *args, {}, {}, helpers, chunk, min_share)

@@ -304,6 +304,56 @@ def test_groups_equal_naive_sha256_grouping(files: list[tuple[str, bytes]], jobs
         assert groups_of(top, jobs=jobs) == naive_groups(top)
 
 
+def child_processes() -> int:
+    me = str(os.getpid())
+    n = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        n += fields[1] == me
+    return n
+
+
+class ChildCount:
+    """A progress object noting the most child processes this one had at any report."""
+
+    def __init__(self) -> None:
+        self.most = 0
+
+    def stage(self, name: str, total: int | None = None, unit: str = "files") -> None:
+        self.most = max(self.most, child_processes())
+
+    def advance(self, amount: int = 1) -> None:
+        self.most = max(self.most, child_processes())
+
+    def log(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("first_loop")
+def test_two_jobs_fork_workers_only_where_the_c_loops_cannot_serve(
+    tmp_path: Path, first_loop: str
+) -> None:
+    """Where the walk and the first blocks run in C, helper threads share them and no
+    worker is forked; with a pattern (the Python walk) or without the C loop, one
+    worker is. The groups are the same either way."""
+    for d in range(8):
+        for i in range(300):
+            write(tmp_path / f"d{d}" / f"f{i}.txt", b"%d" % (i % 150) * 50)
+    expected = naive_groups(tmp_path)
+    for pattern in ((), ("*.txt",)):
+        progress = ChildCount()
+        got = find_duplicates([str(tmp_path)], jobs=2, include=pattern, progress=progress)
+        assert {frozenset(g.paths) for g in got} == expected
+        threads = first_loop == "c" and not pattern
+        assert progress.most == (0 if threads else 1), (first_loop, pattern)
+
+
 @pytest.mark.usefixtures("first_loop")
 def test_parallel_workers_agree_with_one_process(tmp_path: Path, monkeypatch: object) -> None:
     import sif.exact.pipeline as pipeline
@@ -503,6 +553,7 @@ def test_only_the_shares_a_worker_takes_get_a_compact_table(
     import sif.exact.rounds as rounds
 
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(pipeline, "walks_in_c", lambda options: False)  # a pool, not threads
     base = os.urandom(5_000)
     for d in range(16):  # 16 sizes, 4 files each: 8 shares for 2 jobs (4 a process)
         for i in range(4):

@@ -24,7 +24,8 @@
  * code's, with or without this module.
  *
  * read_first(rows, start, end, dirs, dir_of, names, symlink, dev, ino, size,
- *            mtime_ns, ctime_ns, flags, block, hold, fds, got) -> stop
+ *            mtime_ns, ctime_ns, flags, block, hold, fds, got,
+ *            helpers=0, chunk=256, min_share=16) -> stop
  *
  * rows: a list of row numbers (ints); rows[start:end] are read. dirs, names:
  * lists of str (a row's path is dirs[dir_of[row]] + names[row]); dir_of: a
@@ -41,16 +42,34 @@
  * the file-system encoding leaves ASCII alone), the others are encoded. The
  * two parts are joined in a stack buffer of PATH_MAX bytes: no path object a
  * file. A longer path, which open() would refuse with ENAMETOOLONG, goes to
- * Python, which says so.
+ * Python, which says so. Every object read from `rows`, `dirs` and `names` is
+ * held (a reference) while anything is allocated, and their lengths are read
+ * again at each row: an allocation may run finalizers that change them.
  *
  * Every open is O_CLOEXEC | O_NONBLOCK (the table's flags have both: a FIFO
- * swapped in never blocks the open), retried on EINTR, as is the pread. The
- * GIL is released around each row's system calls. A descriptor is either
- * closed or in `fds` before anything else can fail or raise, so the caller's
- * `finally` that closes `fds` closes every descriptor left open, also after a
- * MemoryError or a Ctrl-C: the signal handlers run (PyErr_CheckSignals) after
- * every row, and an exception they raise is raised from here, the rows done
- * so far in `got` and `fds`.
+ * swapped in never blocks the open), retried on EINTR, as is the pread.
+ *
+ * The rows go in chunks of `chunk` (at most 256). With the GIL, a chunk's paths
+ * are joined into one arena and its blocks made; without it, this thread and
+ * up to `helpers` threads (each started for `min_share` rows at least, joined
+ * before the GIL is taken again) take the chunk's rows one by one from an
+ * atomic counter and make their system calls; then, with the GIL, the rows
+ * read go into `got` and `fds` in order, up to the first row that is not the
+ * common case. A row after that one may have been read by another thread
+ * meanwhile: it is closed and dropped, and read again by the next call, with
+ * the flags as they are then. So `got`, `fds`, the return value and every
+ * decision are those of one thread reading row after row; only the order of
+ * the reads within a chunk, and a few reads again after an unusual row, differ.
+ * On the Linux sources (64 k candidates, warm cache) one helper thread takes
+ * the stage from 0.44 s to 0.32 s, for 0.03 s more CPU; a thread costs about
+ * 20 us to start.
+ *
+ * A descriptor is either closed or in `fds` before anything else can fail or
+ * raise, so the caller's `finally` that closes `fds` closes every descriptor
+ * left open, also after a MemoryError or a Ctrl-C: the signal handlers run
+ * (PyErr_CheckSignals) after every chunk (the helpers are joined by then),
+ * and an exception they raise is raised from here, the rows done so far in
+ * `got` and `fds`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -61,6 +80,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #ifndef O_CLOEXEC
@@ -92,7 +112,9 @@ static int append(char *path, size_t *len, PyObject *s) {
         data = (const char *)PyUnicode_DATA(s);
         n = PyUnicode_GET_LENGTH(s);
     } else {
+        Py_INCREF(s); /* the encoding allocates: a finalizer could drop s from its list */
         enc = PyUnicode_EncodeFSDefault(s);
+        Py_DECREF(s);
         if (enc == NULL) { /* os.open would raise this too: Python raises it */
             PyErr_Clear();
             return 0;
@@ -135,8 +157,8 @@ static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const
 
 enum { NCOLS = 7 };
 
-/* The common case of one row, without the GIL: its descriptor (>= 0) with buf filled, or -1
- * (nothing left open). */
+/* The common case of one row, without the GIL (any thread): its descriptor (>= 0) with buf
+ * filled, or -1 (nothing left open). */
 static int read_row(const char *path, int flags, unsigned long long dev, unsigned long long ino,
                     long long size, long long mtime_ns, long long ctime_ns, char *buf,
                     Py_ssize_t n) {
@@ -163,19 +185,87 @@ static int read_row(const char *path, int flags, unsigned long long dev, unsigne
     return -1;
 }
 
+enum { MAX_CHUNK = 256 }; /* rows between two looks at the signal handlers, at most */
+enum { MAX_HELPERS = 7 };  /* helper threads a call starts at most */
+
+/* One chunk of rows, prepared with the GIL and read without it by this thread and the
+ * helpers: each takes the next row (an atomic counter) until none is left. A row that is
+ * not the common case lowers `stop` (an atomic minimum); a row past `stop` is not read
+ * (fd -2). Rows before the final `stop` were all read: `stop` only goes down, so a row
+ * skipped was past it for good. */
+struct chunk {
+    const int *flags;
+    const uint8_t *symlink;
+    const unsigned long long *dev, *ino;
+    const long long *size, *mtime_ns, *ctime_ns;
+    const char *arena; /* the rows' paths, NUL-terminated, at off[] */
+    Py_ssize_t m;      /* rows in this chunk */
+    Py_ssize_t next;   /* atomic: the next row to take */
+    Py_ssize_t stop;   /* atomic: the first row not the common case, or m */
+    size_t off[MAX_CHUNK];
+    Py_ssize_t idx[MAX_CHUNK], len[MAX_CHUNK];
+    char *buf[MAX_CHUNK];
+    int fd[MAX_CHUNK];
+    PyObject *row[MAX_CHUNK], *data[MAX_CHUNK];
+};
+
+static void run_chunk(struct chunk *J) {
+    for (;;) {
+        Py_ssize_t j = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (j >= J->m)
+            return;
+        Py_ssize_t stop = __atomic_load_n(&J->stop, __ATOMIC_RELAXED);
+        if (j > stop) {
+            J->fd[j] = -2; /* past a row left to Python: read again on the next call */
+            continue;
+        }
+        Py_ssize_t i = J->idx[j];
+        int fd = read_row(J->arena + J->off[j], J->flags[J->symlink[i] != 0], J->dev[i], J->ino[i],
+                          J->size[i], J->mtime_ns[i], J->ctime_ns[i], J->buf[j], J->len[j]);
+        J->fd[j] = fd;
+        while (fd < 0 && j < stop &&
+               !__atomic_compare_exchange_n(&J->stop, &stop, j, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ; /* a failed exchange reloads stop */
+    }
+}
+
+static void *helper_main(void *arg) {
+    run_chunk(arg);
+    return NULL;
+}
+
+/* The first m rows prepared in J given back (an error while preparing the next). */
+static void release(struct chunk *J, Py_ssize_t m) {
+    for (Py_ssize_t j = 0; j < m; j++) {
+        Py_CLEAR(J->data[j]);
+        Py_CLEAR(J->row[j]);
+    }
+}
+
+/* Helper threads' attributes: a small stack (they call open, fstat, pread, close). */
+static pthread_attr_t attr;
+
 static PyObject *read_first(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *rows, *dirs, *names, *fds, *got;
     PyObject *objs[NCOLS];
     Py_ssize_t start, end, block, hold;
-    int flags[2];
-    if (!PyArg_ParseTuple(args, "O!nnO!OO!OOOOOO(ii)nnO!O!", &PyList_Type, &rows, &start, &end,
+    int flags[2], helpers = 0;
+    Py_ssize_t chunk = MAX_CHUNK, min_share = 16;
+    if (!PyArg_ParseTuple(args, "O!nnO!OO!OOOOOO(ii)nnO!O!|inn", &PyList_Type, &rows, &start, &end,
                           &PyList_Type, &dirs, &objs[0], &PyList_Type, &names, &objs[1], &objs[2],
                           &objs[3], &objs[4], &objs[5], &objs[6], &flags[0], &flags[1], &block,
-                          &hold, &PyDict_Type, &fds, &PyDict_Type, &got))
+                          &hold, &PyDict_Type, &fds, &PyDict_Type, &got, &helpers, &chunk,
+                          &min_share))
         return NULL;
     if (start < 0 || end > PyList_GET_SIZE(rows) || block < 0) {
         PyErr_SetString(PyExc_ValueError, "read_first(): rows[start:end] out of range");
+        return NULL;
+    }
+    if (helpers < 0 || chunk < 1 || chunk > MAX_CHUNK || min_share < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "read_first(): helpers >= 0, chunk 1 to %d and min_share >= 1, please",
+                     (int)MAX_CHUNK);
         return NULL;
     }
     /* dir_of, symlink, dev, ino, size, mtime_ns, ctime_ns */
@@ -197,57 +287,133 @@ static PyObject *read_first(PyObject *self, PyObject *args) {
     const unsigned long long *dev = views[2].buf, *ino = views[3].buf;
     const long long *size = views[4].buf, *mtime_ns = views[5].buf, *ctime_ns = views[6].buf;
 
-    char path[PATH_MAX];
     Py_ssize_t k = start;
-    for (; k < end; k++) {
-        PyObject *row = PyList_GET_ITEM(rows, k);
-        Py_ssize_t i = PyLong_Check(row) ? PyLong_AsSsize_t(row) : -1;
-        if (i < 0 || i >= nrows) {
-            PyErr_Clear();
-            break; /* not a row of these columns: Python's loop says what is wrong */
-        }
-        uint32_t d = dir_of[i];
-        size_t len = 0;
-        if ((Py_ssize_t)d >= PyList_GET_SIZE(dirs) ||
-            !append(path, &len, PyList_GET_ITEM(dirs, d)) ||
-            !append(path, &len, PyList_GET_ITEM(names, i)))
-            break;
-        path[len] = '\0';
-        Py_ssize_t n = size[i] < block ? (Py_ssize_t)size[i] : block;
-        if (n < 0)
-            break;
-        PyObject *data = PyBytes_FromStringAndSize(NULL, n);
-        if (data == NULL)
-            goto fail;
-        Py_INCREF(row); /* ours while the GIL is released, whatever another thread does */
-        int fd;
-        Py_BEGIN_ALLOW_THREADS
-        fd = read_row(path, flags[symlink[i] != 0], dev[i], ino[i], size[i], mtime_ns[i],
-                      ctime_ns[i], PyBytes_AS_STRING(data), n);
-        Py_END_ALLOW_THREADS
-        if (fd < 0) {
-            Py_DECREF(data);
-            Py_DECREF(row);
-            break;
-        }
-        int failed = PyDict_SetItem(got, row, data);
-        Py_DECREF(data);
-        if (!failed && PyDict_GET_SIZE(fds) < hold) {
-            PyObject *value = PyLong_FromLong(fd);
-            failed = value == NULL || PyDict_SetItem(fds, row, value) != 0;
-            Py_XDECREF(value);
-            if (!failed)
-                fd = -1; /* the caller's to close now */
-        }
-        Py_DECREF(row);
-        if (fd >= 0)
-            close(fd); /* EINTR: on Linux the descriptor is closed anyway */
-        if (failed || PyErr_CheckSignals() != 0)
-            goto fail;
+    struct chunk J = {0};
+    J.flags = flags;
+    J.symlink = symlink;
+    J.dev = dev;
+    J.ino = ino;
+    J.size = size;
+    J.mtime_ns = mtime_ns;
+    J.ctime_ns = ctime_ns;
+    size_t cap = 16 * 1024;
+    char *arena = PyMem_Malloc(cap);
+    if (arena == NULL) {
+        PyErr_NoMemory();
+        goto fail;
     }
+    char path[PATH_MAX];
+    int stopped = 0; /* a row that is not the common case was met while preparing */
+    while (k < end && !stopped) {
+        /* With the GIL: the rows' paths into the arena and their blocks made. */
+        Py_ssize_t m = 0;
+        size_t used = 0;
+        for (; m < chunk && k + m < end; m++) {
+            if (k + m >= PyList_GET_SIZE(rows)) { /* read now: a finalizer may have changed it */
+                stopped = 1;
+                break;
+            }
+            PyObject *row = PyList_GET_ITEM(rows, k + m);
+            Py_INCREF(row); /* ours from now: making a block may run finalizers */
+            Py_ssize_t i = PyLong_Check(row) ? PyLong_AsSsize_t(row) : -1;
+            size_t len = 0;
+            Py_ssize_t n = -1;
+            if (i >= 0 && i < nrows && i < PyList_GET_SIZE(names) &&
+                (Py_ssize_t)dir_of[i] < PyList_GET_SIZE(dirs) &&
+                append(path, &len, PyList_GET_ITEM(dirs, dir_of[i])) && i < PyList_GET_SIZE(names) &&
+                append(path, &len, PyList_GET_ITEM(names, i)))
+                n = size[i] < block ? (Py_ssize_t)size[i] : block;
+            if (n < 0) { /* not a row of these columns, or a path open() would refuse: */
+                PyErr_Clear(); /* Python's loop says what is wrong */
+                Py_DECREF(row);
+                stopped = 1;
+                break;
+            }
+            if (used + len + 1 > cap) {
+                size_t want = cap;
+                while (used + len + 1 > want)
+                    want *= 2;
+                char *bigger = PyMem_Realloc(arena, want);
+                if (bigger == NULL) {
+                    PyErr_NoMemory();
+                    Py_DECREF(row);
+                    release(&J, m);
+                    goto fail_arena;
+                }
+                arena = bigger;
+                cap = want;
+            }
+            memcpy(arena + used, path, len);
+            arena[used + len] = '\0';
+            PyObject *data = PyBytes_FromStringAndSize(NULL, n);
+            if (data == NULL) {
+                Py_DECREF(row);
+                release(&J, m);
+                goto fail_arena;
+            }
+            J.row[m] = row;
+            J.data[m] = data;
+            J.buf[m] = PyBytes_AS_STRING(data);
+            J.len[m] = n;
+            J.idx[m] = i;
+            J.off[m] = used;
+            used += len + 1;
+        }
+        if (m == 0)
+            break;
+        /* Without the GIL: the system calls, shared with the helper threads. */
+        J.arena = arena;
+        J.m = m;
+        J.next = 0;
+        J.stop = m;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_t tid[MAX_HELPERS];
+        int started = 0;
+        int want = helpers < MAX_HELPERS ? helpers : MAX_HELPERS;
+        if (want > m / min_share - 1) /* each thread min_share rows at least */
+            want = (int)(m / min_share - 1);
+        for (; started < want; started++)
+            if (pthread_create(&tid[started], &attr, helper_main, &J) != 0)
+                break; /* no thread to be had: fewer read */
+        run_chunk(&J);
+        for (int t = 0; t < started; t++)
+            pthread_join(tid[t], NULL);
+        Py_END_ALLOW_THREADS
+        /* With the GIL again: each row read up to the first that is not the common case,
+         * in order, into got (and fds while they fit); every other descriptor closed. */
+        Py_ssize_t stop = J.stop;
+        int failed = 0;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            int fd = J.fd[j];
+            if (j < stop && !failed) {
+                failed = PyDict_SetItem(got, J.row[j], J.data[j]) != 0;
+                if (!failed && PyDict_GET_SIZE(fds) < hold) {
+                    PyObject *value = PyLong_FromLong(fd);
+                    failed = value == NULL || PyDict_SetItem(fds, J.row[j], value) != 0;
+                    Py_XDECREF(value);
+                    if (!failed)
+                        fd = -1; /* the caller's to close now */
+                }
+            }
+            if (fd >= 0)
+                close(fd); /* EINTR: on Linux the descriptor is closed anyway */
+            Py_CLEAR(J.data[j]);
+            Py_CLEAR(J.row[j]);
+        }
+        if (failed)
+            goto fail_arena;
+        k += stop;
+        if (stop < m)
+            break; /* rows[k] to Python */
+        if (PyErr_CheckSignals() != 0)
+            goto fail_arena;
+    }
+    PyMem_Free(arena);
     for (int c = 0; c < NCOLS; c++)
         PyBuffer_Release(&views[c]);
     return PyLong_FromSsize_t(k);
+fail_arena:
+    PyMem_Free(arena);
 fail:
     for (int c = 0; c < got_views; c++)
         PyBuffer_Release(&views[c]);
@@ -475,5 +641,9 @@ PyMODINIT_FUNC PyInit__firstc(void) {
     ascii_is_fs = PyBytes_GET_SIZE(enc) == (Py_ssize_t)sizeof ascii &&
                   memcmp(PyBytes_AS_STRING(enc), ascii, sizeof ascii) == 0;
     Py_DECREF(enc);
+    if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, 256 * 1024) != 0) {
+        PyErr_SetString(PyExc_ImportError, "_firstc: no thread attributes");
+        return NULL;
+    }
     return PyModule_Create(&module);
 }

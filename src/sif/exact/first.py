@@ -43,17 +43,36 @@ try:
 except ImportError:  # no compiler at install time: the same loop in Python
     _firstc = None
 
+CHUNK = 256
+"""Rows the C loop prepares, reads without the GIL, and files, between two runs of the
+signal handlers (at most 256)."""
+MIN_SHARE = 16
+"""Rows a helper thread of the C loop reads at least: a chunk of fewer rows starts fewer
+helpers (a thread costs ~20 us to start)."""
+
+
+def threaded() -> bool:
+    """Whether :func:`read_first` can share its system calls with helper threads (in C)."""
+    return _firstc is not None
+
+
 Blocks = dict[int, "bytes | bytearray | str"]
 """Each row's first block, or why it cannot be read (the warning's cause)."""
 
 
 def read_first(
-    table: _Table, rows: list[int], block: int, hold: int, fds: dict[int, int]
+    table: _Table,
+    rows: list[int],
+    block: int,
+    hold: int,
+    fds: dict[int, int],
+    helpers: int = 0,
 ) -> tuple[Blocks, dict[int, int]]:
     """The first block of each of ``rows`` (or why not), and the xxh3-64 of each block read.
 
     A file read stays open in ``fds`` while it holds fewer than ``hold``
-    descriptors (the caller closes them); the others are closed.
+    descriptors (the caller closes them); the others are closed. ``helpers``:
+    threads that share the C loop's system calls with this one (none in Python).
     """
     if _firstc is None or not _compiled_fits(table):
         got: Blocks = {}
@@ -76,7 +95,9 @@ def read_first(
     )
     read, k, end = _firstc.read_first, 0, len(rows)
     while k < end:
-        k = read(rows, k, end, *cols, table.flags, block, hold, fds, blocks)
+        k = read(
+            rows, k, end, *cols, table.flags, block, hold, fds, blocks, helpers, CHUNK, MIN_SHARE
+        )
         if k < end:  # not the common case: the Python loop decides, as without C
             _read_py(table, rows, k, k + 1, block, hold, fds, careful, careful_keys)
             k += 1

@@ -235,8 +235,11 @@ class _Refiner:
         budget: int,
         on_warning: WarningSink,
         progress: Progress,
+        helpers: int = 0,
     ) -> None:
         self.table = table
+        self.helpers = helpers
+        """Threads that share the first blocks' system calls with this one."""
         self.budget = budget
         self._buffers: dict[int, tuple[bytearray, bytearray]] = {}
         self.on_warning = on_warning
@@ -333,7 +336,7 @@ class _Refiner:
         fds: dict[int, int] = {}  # the files kept open for their next blocks
         hold = self.hold if self.keep_open else 0
         try:
-            got, keys = read_first(self.table, rows, FIRST_BLOCK, hold, fds)
+            got, keys = read_first(self.table, rows, FIRST_BLOCK, hold, fds, self.helpers)
             before = self.outcome.bytes_read
             found = len(self.outcome.groups)
             tied: list[_Tied] = []
@@ -592,8 +595,9 @@ def _refine_share(share: _Share) -> _Outcome:
     return _refine_task(share.task())
 
 
-def _refine_task(task: _Task, progress: Progress | None = None) -> _Outcome:
-    """Refine a share of the groups (in a worker process, or here with ``progress``).
+def _refine_task(task: _Task, progress: Progress | None = None, helpers: int = 0) -> _Outcome:
+    """Refine a share of the groups (in a worker process, or here with ``progress`` and
+    ``helpers`` threads for the first blocks).
 
     The outcome's groups name their members by the table's rows."""
     table, rows, sizes, lengths, budget = task
@@ -603,6 +607,7 @@ def _refine_task(task: _Task, progress: Progress | None = None) -> _Outcome:
         members = list(range(start, start + n)) if rows is None else rows[start : start + n]
         tied.append(_Tied(size, members))
         start += n
-    outcome = _Refiner(table, budget, ignore_warning, progress or NullProgress()).run(tied)
+    refiner = _Refiner(table, budget, ignore_warning, progress or NullProgress(), helpers)
+    outcome = refiner.run(tied)
     outcome.walk_rows = rows is not None
     return outcome
