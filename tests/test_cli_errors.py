@@ -180,17 +180,21 @@ def test_ctrl_c_in_dupes_stops_quietly_with_130(
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "Aborted" not in err
 
 
-def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("extra, workers", [([], False), (["--include", "*"], True)])
+def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(
+    tmp_path: Path, extra: list[str], workers: bool
+) -> None:
     """A script's background job (``sif dupes ... &``) ignores SIGINT, by the shell's rule:
-    a Ctrl-C meant for the job in the foreground leaves it running to its end."""
+    a Ctrl-C meant for the job in the foreground leaves it running to its end (threads,
+    or with a pattern a pool of workers)."""
     tree = wide_tree(tmp_path / "t", 4000, 25)
     rc, err = interrupt(
-        ["dupes", "-j", "2", str(tree)],
+        ["dupes", "-j", "2", *extra, str(tree)],
         tmp_path,
         0.02,
         ready=lambda pid: open_under(pid, tree, False),
         ignored=True,
-        workers=False,
+        workers=workers,
     )
     assert rc == 0, err
     assert "groups of replicas" in err and "0 warnings" in err

@@ -323,11 +323,6 @@ def c_walk(options: WalkOptions) -> bool:
     return usable(Walker(options))
 
 
-def walks_in_c(options: WalkOptions) -> bool:
-    """Whether :func:`parallel_walk` walks with ``options`` in C (helper threads, no pool)."""
-    return usable(Walker(options))
-
-
 def parallel_walk(
     roots: Iterable[str | os.PathLike[str]],
     options: WalkOptions,

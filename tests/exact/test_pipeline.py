@@ -355,10 +355,17 @@ def test_two_jobs_fork_workers_only_where_the_c_loops_cannot_serve(
 
 
 @pytest.mark.usefixtures("first_loop")
-def test_parallel_workers_agree_with_one_process(tmp_path: Path, monkeypatch: object) -> None:
+@pytest.mark.parametrize("engine", ["threads", "pool"])
+def test_parallel_workers_agree_with_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    # "pool": the worker processes also where the C loops serve (without the C loop,
+    # "threads" is the pool too).
     import sif.exact.pipeline as pipeline
 
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 0)
+    if engine == "pool":
+        monkeypatch.setattr(pipeline, "c_walk", lambda options: False)
     base = os.urandom(70_000)
     for d in range(12):
         for i in range(6):
@@ -553,7 +560,7 @@ def test_only_the_shares_a_worker_takes_get_a_compact_table(
     import sif.exact.rounds as rounds
 
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 0)
-    monkeypatch.setattr(pipeline, "walks_in_c", lambda options: False)  # a pool, not threads
+    monkeypatch.setattr(pipeline, "c_walk", lambda options: False)  # a pool, not threads
     base = os.urandom(5_000)
     for d in range(16):  # 16 sizes, 4 files each: 8 shares for 2 jobs (4 a process)
         for i in range(4):

@@ -25,7 +25,7 @@
  *
  * read_first(rows, start, end, dirs, dir_of, names, symlink, dev, ino, size,
  *            mtime_ns, ctime_ns, flags, block, hold, fds, got,
- *            helpers=0, chunk=256, min_share=16) -> stop
+ *            helpers=0, chunk=256, min_share=16, chunk_ns=20_000_000) -> stop
  *
  * rows: a list of row numbers (ints); rows[start:end] are read. dirs, names:
  * lists of str (a row's path is dirs[dir_of[row]] + names[row]); dir_of: a
@@ -80,6 +80,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -187,21 +188,32 @@ static int read_row(const char *path, int flags, unsigned long long dev, unsigne
 
 enum { MAX_CHUNK = 256 }; /* rows between two looks at the signal handlers, at most */
 enum { MAX_HELPERS = 7 };  /* helper threads a call starts at most */
+enum { CLOSED = -3 };      /* fd[] of a row read and closed at once (no room in fds) */
 
 /* One chunk of rows, prepared with the GIL and read without it by this thread and the
- * helpers: each takes the next row (an atomic counter) until none is left. A row that is
- * not the common case lowers `stop` (an atomic minimum); a row past `stop` is not read
- * (fd -2). Rows before the final `stop` were all read: `stop` only goes down, so a row
- * skipped was past it for good. */
+ * helpers: each takes the next row (an atomic counter) until none is left, and every row
+ * taken gets its fd[]: a descriptor, CLOSED, -1 (not the common case) or -2 (not read).
+ *
+ * Two atomic minimums end a chunk early. A row that is not the common case lowers
+ * `stop`: Python reads it next. A row taken CHUNK_NS after the chunk began (a slow disk)
+ * lowers `cut` instead of being read: the rows from there go to the next chunk, after
+ * the signal handlers have run. Row 0 is always read (progress). A row past either is
+ * not read. Every row before min(stop, cut) was read: both only go down, so a row
+ * skipped was past them for good. A row read at or past `room` (the descriptors `fds`
+ * can still take) is closed at once: a chunk holds no more descriptors open than the
+ * threads that read it, beyond those that will go into `fds`. */
 struct chunk {
     const int *flags;
     const uint8_t *symlink;
     const unsigned long long *dev, *ino;
     const long long *size, *mtime_ns, *ctime_ns;
-    const char *arena; /* the rows' paths, NUL-terminated, at off[] */
-    Py_ssize_t m;      /* rows in this chunk */
-    Py_ssize_t next;   /* atomic: the next row to take */
-    Py_ssize_t stop;   /* atomic: the first row not the common case, or m */
+    const char *arena;  /* the rows' paths, NUL-terminated, at off[] */
+    Py_ssize_t m;       /* rows in this chunk */
+    Py_ssize_t room;    /* rows from 0 whose descriptors fds can take */
+    long long deadline; /* CLOCK_MONOTONIC ns: no row is begun after it */
+    Py_ssize_t next;    /* atomic: the next row to take */
+    Py_ssize_t stop;    /* atomic: the first row not the common case, or m */
+    Py_ssize_t cut;     /* atomic: the first row left for lack of time, or m */
     size_t off[MAX_CHUNK];
     Py_ssize_t idx[MAX_CHUNK], len[MAX_CHUNK];
     char *buf[MAX_CHUNK];
@@ -209,23 +221,45 @@ struct chunk {
     PyObject *row[MAX_CHUNK], *data[MAX_CHUNK];
 };
 
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* *at = min(*at, j), atomically. */
+static void lower(Py_ssize_t *at, Py_ssize_t j) {
+    Py_ssize_t seen = __atomic_load_n(at, __ATOMIC_RELAXED);
+    while (j < seen &&
+           !__atomic_compare_exchange_n(at, &seen, j, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ; /* a failed exchange reloads seen */
+}
+
 static void run_chunk(struct chunk *J) {
     for (;;) {
         Py_ssize_t j = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
         if (j >= J->m)
             return;
-        Py_ssize_t stop = __atomic_load_n(&J->stop, __ATOMIC_RELAXED);
-        if (j > stop) {
-            J->fd[j] = -2; /* past a row left to Python: read again on the next call */
+        if (j > __atomic_load_n(&J->stop, __ATOMIC_RELAXED) ||
+            j >= __atomic_load_n(&J->cut, __ATOMIC_RELAXED)) {
+            J->fd[j] = -2; /* past a row left to Python, or to the next chunk */
+            continue;
+        }
+        if (j > 0 && now_ns() > J->deadline) {
+            lower(&J->cut, j);
+            J->fd[j] = -2;
             continue;
         }
         Py_ssize_t i = J->idx[j];
         int fd = read_row(J->arena + J->off[j], J->flags[J->symlink[i] != 0], J->dev[i], J->ino[i],
                           J->size[i], J->mtime_ns[i], J->ctime_ns[i], J->buf[j], J->len[j]);
+        if (fd < 0)
+            lower(&J->stop, j);
+        else if (j >= J->room) {
+            close(fd); /* EINTR: on Linux the descriptor is closed anyway */
+            fd = CLOSED;
+        }
         J->fd[j] = fd;
-        while (fd < 0 && j < stop &&
-               !__atomic_compare_exchange_n(&J->stop, &stop, j, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-            ; /* a failed exchange reloads stop */
     }
 }
 
@@ -252,19 +286,22 @@ static PyObject *read_first(PyObject *self, PyObject *args) {
     Py_ssize_t start, end, block, hold;
     int flags[2], helpers = 0;
     Py_ssize_t chunk = MAX_CHUNK, min_share = 16;
-    if (!PyArg_ParseTuple(args, "O!nnO!OO!OOOOOO(ii)nnO!O!|inn", &PyList_Type, &rows, &start, &end,
+    long long chunk_ns = 20 * 1000 * 1000;
+    if (!PyArg_ParseTuple(args, "O!nnO!OO!OOOOOO(ii)nnO!O!|innL", &PyList_Type, &rows, &start, &end,
                           &PyList_Type, &dirs, &objs[0], &PyList_Type, &names, &objs[1], &objs[2],
                           &objs[3], &objs[4], &objs[5], &objs[6], &flags[0], &flags[1], &block,
                           &hold, &PyDict_Type, &fds, &PyDict_Type, &got, &helpers, &chunk,
-                          &min_share))
+                          &min_share, &chunk_ns))
         return NULL;
     if (start < 0 || end > PyList_GET_SIZE(rows) || block < 0) {
         PyErr_SetString(PyExc_ValueError, "read_first(): rows[start:end] out of range");
         return NULL;
     }
-    if (helpers < 0 || chunk < 1 || chunk > MAX_CHUNK || min_share < 1) {
+    if (helpers < 0 || chunk < 1 || chunk > MAX_CHUNK || min_share < 1 || chunk_ns < 0 ||
+        chunk_ns > 3600LL * 1000000000LL) {
         PyErr_Format(PyExc_ValueError,
-                     "read_first(): helpers >= 0, chunk 1 to %d and min_share >= 1, please",
+                     "read_first(): helpers >= 0, chunk 1 to %d, min_share >= 1 and chunk_ns "
+                     "0 to an hour, please",
                      (int)MAX_CHUNK);
         return NULL;
     }
@@ -364,9 +401,12 @@ static PyObject *read_first(PyObject *self, PyObject *args) {
         /* Without the GIL: the system calls, shared with the helper threads. */
         J.arena = arena;
         J.m = m;
+        J.room = hold - PyDict_GET_SIZE(fds);
         J.next = 0;
         J.stop = m;
+        J.cut = m;
         Py_BEGIN_ALLOW_THREADS
+        J.deadline = now_ns() + chunk_ns;
         pthread_t tid[MAX_HELPERS];
         int started = 0;
         int want = helpers < MAX_HELPERS ? helpers : MAX_HELPERS;
@@ -379,15 +419,16 @@ static PyObject *read_first(PyObject *self, PyObject *args) {
         for (int t = 0; t < started; t++)
             pthread_join(tid[t], NULL);
         Py_END_ALLOW_THREADS
-        /* With the GIL again: each row read up to the first that is not the common case,
-         * in order, into got (and fds while they fit); every other descriptor closed. */
-        Py_ssize_t stop = J.stop;
+        /* With the GIL again: each row read up to the first that is not the common case
+         * (or was left for lack of time), in order, into got (and fds while they fit);
+         * every other descriptor closed. */
+        Py_ssize_t stop = J.stop, limit = J.cut < stop ? J.cut : stop;
         int failed = 0;
         for (Py_ssize_t j = 0; j < m; j++) {
             int fd = J.fd[j];
-            if (j < stop && !failed) {
+            if (j < limit && !failed) {
                 failed = PyDict_SetItem(got, J.row[j], J.data[j]) != 0;
-                if (!failed && PyDict_GET_SIZE(fds) < hold) {
+                if (!failed && fd >= 0 && PyDict_GET_SIZE(fds) < hold) {
                     PyObject *value = PyLong_FromLong(fd);
                     failed = value == NULL || PyDict_SetItem(fds, J.row[j], value) != 0;
                     Py_XDECREF(value);
@@ -402,9 +443,12 @@ static PyObject *read_first(PyObject *self, PyObject *args) {
         }
         if (failed)
             goto fail_arena;
-        k += stop;
-        if (stop < m)
-            break; /* rows[k] to Python */
+        k += limit;
+        if (limit < m) {
+            if (limit == stop)
+                break; /* rows[k] to Python */
+            stopped = 0; /* cut for time: rows[k] on is read again, the row met preparing too */
+        }
         if (PyErr_CheckSignals() != 0)
             goto fail_arena;
     }

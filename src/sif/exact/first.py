@@ -19,9 +19,16 @@ which may drop ``O_NOATIME`` for the rest of the table
 table's flags as they are then. So the files read, the bytes and every
 warning are the same either way.
 
+The C loop goes in chunks of up to :data:`CHUNK` rows: the system calls of a
+chunk run without the GIL, shared with ``helpers`` threads (rows taken one
+by one from a counter); the rows are then filed in order, as one thread
+would. A chunk begins no row after :data:`CHUNK_NS` (a slow disk), and
+holds no more descriptors open than its threads beyond those ``fds`` takes.
+
 Every descriptor kept goes into ``fds``, which the caller closes (in a
 ``finally``). The C loop puts it there, or closes it, before anything can
-raise (a Ctrl-C included: it runs the signal handlers after each row). The
+raise (a Ctrl-C included: it runs the signal handlers after each chunk, so
+within about 20 ms, or one file's read on a disk slower than that). The
 Python loop has a few bytecodes between an ``open`` and its ``try``, and
 between a ``pread`` and ``fds[i] = fd``, where a Ctrl-C leaves that one
 descriptor open (as it did in :mod:`sif.exact.rounds`).
@@ -49,6 +56,9 @@ signal handlers (at most 256)."""
 MIN_SHARE = 16
 """Rows a helper thread of the C loop reads at least: a chunk of fewer rows starts fewer
 helpers (a thread costs ~20 us to start)."""
+CHUNK_NS = 20_000_000
+"""Nanoseconds after which a chunk begins no row: the rest waits for the next chunk, after
+the signal handlers have run (a Ctrl-C on a slow disk acts within about this)."""
 
 
 def threaded() -> bool:
@@ -94,10 +104,9 @@ def read_first(
         table.ctime_ns,
     )
     read, k, end = _firstc.read_first, 0, len(rows)
+    threads = (helpers, CHUNK, MIN_SHARE, CHUNK_NS)
     while k < end:
-        k = read(
-            rows, k, end, *cols, table.flags, block, hold, fds, blocks, helpers, CHUNK, MIN_SHARE
-        )
+        k = read(rows, k, end, *cols, table.flags, block, hold, fds, blocks, *threads)
         if k < end:  # not the common case: the Python loop decides, as without C
             _read_py(table, rows, k, k + 1, block, hold, fds, careful, careful_keys)
             k += 1

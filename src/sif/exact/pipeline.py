@@ -58,7 +58,7 @@ from sif.exact.rounds import (
     block_schedule,
 )
 from sif.treewalk import walk_helpers
-from sif.walk import RecordColumns, WalkOptions, parallel_walk, walks_in_c
+from sif.walk import RecordColumns, WalkOptions, c_walk, parallel_walk
 
 try:
     from sif.exact._firstc import size_groups as _c_size_groups  # type: ignore[import-not-found,unused-ignore]
@@ -526,7 +526,7 @@ def find_duplicates(
         # and no worker pays: on the Linux sources (79 k files, mostly unique) a
         # forked pool cost 0.06-0.17 s more CPU than one process; threads, 0.03 s.
         # One job never imports multiprocessing (~25 ms of start-up).
-        if finder.jobs > 1 and not (_threaded_reads() and walks_in_c(options)):
+        if finder.jobs > 1 and not (_threaded_reads() and c_walk(options)):
             from sif.executors import fork_pool
 
             pool = fork_pool(finder.jobs)
