@@ -202,3 +202,98 @@ def test_index_with_nested_roots_under_two_jobs_stores_each_file_once(tmp_path: 
     assert sorted(stats.read_paths) == sorted(
         str(tmp_path / f"t/a/b/c{i}/f.txt") for i in range(30)
     )
+
+
+CTTY_SCRIPT = r"""
+import json, os, subprocess, sys
+
+mode, top = sys.argv[1], sys.argv[2]
+os.setsid()  # a session leader with no terminal: the first terminal it opens is its own
+
+
+def has_ctty():
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR))
+    except OSError:
+        return False
+    return True
+
+
+before = has_ctty()
+master, slave = os.openpty()  # glibc opens the slave O_NOCTTY
+terminal = os.ttyname(slave)  # opened by that name only (devpts): a node made elsewhere gives EIO
+swap = [os.path.join(top, "a", name) for name in sorted(os.listdir(os.path.join(top, "a")))]
+mounted = []
+
+
+class SwapThenRead:
+    # After the walk, before the reads: the terminal is bind-mounted over each file of a/.
+    def stage(self, name, total=None, unit="files"):
+        if name in ("comparing", "fingerprinting"):
+            for path in swap:
+                subprocess.run(["mount", "--bind", terminal, path], check=True)
+                mounted.append(path)
+
+    def advance(self, amount=1):
+        pass
+
+    def log(self, message):
+        pass
+
+    def close(self):
+        pass
+
+
+warnings = []
+
+
+def run(mode):
+    if mode == "index":
+        from sif.index.build import build_index
+
+        build_index([top], os.path.join(os.path.dirname(top), "idx"), jobs=1,
+                    on_warning=warnings.append, progress=SwapThenRead())
+    else:
+        from sif.exact import find_duplicates, first
+
+        if mode == "dupes-python":
+            first._firstc = None
+        progress = SwapThenRead()
+        list(find_duplicates([top], jobs=1, on_warning=warnings.append, progress=progress))
+
+
+try:
+    run(mode)
+finally:
+    for path in mounted:
+        subprocess.run(["umount", "-l", path], check=True)
+warned = sorted(w.path for w in warnings)
+print(json.dumps({"before": before, "after": has_ctty(), "warned": warned}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount needs root")
+@pytest.mark.parametrize("mode", ["dupes-c", "dupes-python", "index"])
+def test_a_terminal_swapped_in_for_a_file_never_becomes_the_controlling_terminal(
+    tmp_path: Path, mode: str
+) -> None:
+    """A file replaced by a terminal after the walk (here a bind mount) is opened
+    (O_NONBLOCK) before fstat refuses it: opened without O_NOCTTY by a process that has
+    no terminal (a cron job, a service), it would become that process's controlling
+    terminal (this test then fails on all three paths)."""
+    top = tmp_path / "t"
+    for d in ("a", "b"):  # pairs of equal size: every file of a/ is a candidate
+        write(top / d / "small", b"x" * 300)
+        write(top / d / "large", os.urandom(300_000))
+    done = subprocess.run(
+        [sys.executable, "-c", CTTY_SCRIPT, mode, str(top)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["before"] is False
+    assert got["after"] is False
+    assert got["warned"] == [str(top / "a" / "large"), str(top / "a" / "small")]

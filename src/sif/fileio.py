@@ -3,8 +3,10 @@
 Every command that reads a file named on the command line or met by the walk
 opens it here. ``open()`` on a FIFO blocks until a writer comes; on a device
 (``/dev/zero``) it reads without end; a name swapped for a symlink after the
-walk leads elsewhere. So a file is opened with ``O_NONBLOCK`` (a FIFO opens at
-once and is then refused), ``O_NOFOLLOW`` where links are not followed, and
+walk leads elsewhere; a terminal opened by a process that has none becomes
+its controlling terminal. So a file is opened with ``O_NONBLOCK`` (a FIFO opens
+at once and is then refused), ``O_NOCTTY``, ``O_NOFOLLOW`` where links are not
+followed, and
 ``fstat`` of the descriptor decides: only a regular file goes on, and, when
 the walk's ``(device, inode)`` is given, only that one.
 
@@ -30,6 +32,8 @@ _KIND = {
 
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
+"""A terminal swapped in for a file never becomes this process's controlling terminal."""
 
 
 class NotRegularFile(OSError):
@@ -58,7 +62,7 @@ def open_regular(
     The descriptor is left blocking, so reads behave as usual. Cost: one
     ``open`` and one ``fstat``; the caller closes the descriptor.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | _NOCTTY
     if not follow_symlinks:
         flags |= os.O_NOFOLLOW
     try:

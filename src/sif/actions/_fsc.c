@@ -72,7 +72,7 @@ static long long ns(struct timespec t) { return (long long)t.tv_sec * 1000000000
 static int open_side(side *s, int *err) {
     int fd;
     do {
-        fd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+        fd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         *err = errno;

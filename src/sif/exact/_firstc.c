@@ -165,7 +165,7 @@ static int read_row(const char *path, int flags, unsigned long long dev, unsigne
                     Py_ssize_t n) {
     int fd;
     do {
-        fd = open(path, flags | O_CLOEXEC | O_NONBLOCK);
+        fd = open(path, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;

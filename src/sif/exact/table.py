@@ -21,7 +21,7 @@ CHANGED = "changed while it was read; skipped"
 
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 """The open of a fast read: :func:`sif.fileio.open_regular`'s flags."""
 _OPEN_FLAGS = (_FLAGS | _NOATIME | os.O_NOFOLLOW, _FLAGS | _NOATIME)
 """By the candidate's ``symlink`` column: a name that was no link is opened ``O_NOFOLLOW``;

@@ -52,7 +52,7 @@ typedef struct {
 static int open_one(item_t *it, long long limit) {
     int fd;
     do {
-        fd = open(it->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        fd = open(it->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
