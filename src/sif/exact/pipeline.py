@@ -14,11 +14,17 @@ dropped and survivors logged after every stage:
    grouping is byte-exact (no hash decides), and a file changed while it was
    read is dropped with a warning (see that module).
 
-Stages 1 and 2 run as C loops over the walk's columns (``Counter``, ``map``,
-``sorted`` with an array's ``__getitem__`` as key); only groups holding a
-name with more than one link, or a symbolic link, are looked at file by
-file. The other names of a file in a group (hardlinks, symlinks) are
-checked at the end to still name it.
+Stage 1 is one sort in C over the walk's columns (``_firstc.size_groups``;
+without the extension, a ``Counter``, a ``compress`` and keyed sorts); in
+stage 2 only groups holding a name with more than one link, or a symbolic
+link, are looked at file by file. The other names of a file in a group
+(hardlinks, symlinks) are checked at the end to still name it.
+
+**Jobs.** Where the walk and the first blocks run in C, this process does
+all the work, with ``jobs - 1`` helper threads for their system calls (the
+walk's read-ahead, and the first blocks' opens and reads: the hot loop of a
+tree of mostly unique files). Otherwise a pool of ``jobs - 1`` forked
+workers shares the walk and the block rounds, a share of the groups each.
 
 **Digest.** Each final group carries the XXH3-128 digest of its content,
 computed once per distinct block, not once per file. It names the content;
