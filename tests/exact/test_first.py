@@ -640,15 +640,55 @@ def test_threads_file_the_rows_as_one_thread_would(
 
 
 @pytest.mark.parametrize(
-    "helpers, chunk, min_share", [(-1, 256, 16), (1, 0, 16), (1, 257, 16), (1, 8, 0)]
+    "hold, helpers, chunk, min_share, chunk_ns",
+    [
+        (-1, 1, 256, 16, 0),
+        (0, -1, 256, 16, 0),
+        (0, 1, 0, 16, 0),
+        (0, 1, 257, 16, 0),
+        (0, 1, 8, 0, 0),
+        (0, 1, 8, 1, -1),
+        (0, 1, 8, 1, 3601 * 10**9),
+    ],
 )
 def test_the_compiled_loop_refuses_bad_thread_settings(
-    tmp_path: Path, helpers: int, chunk: int, min_share: int
+    tmp_path: Path, hold: int, helpers: int, chunk: int, min_share: int, chunk_ns: int
 ) -> None:
     write(tmp_path / "f", b"x")
     cols = walked(tmp_path)
     table = _Table.over(cols)
     args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
-    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 0)
+    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, hold)
+    fds: dict[int, int] = {}
     with pytest.raises(ValueError, match="read_first"):
-        first._firstc.read_first([0], 0, 1, *args, {}, {}, helpers, chunk, min_share)
+        first._firstc.read_first([0], 0, 1, *args, fds, {}, helpers, chunk, min_share, chunk_ns)
+    assert not fds
+
+
+def test_a_call_after_a_row_left_to_python_starts_no_thread(tmp_path: Path) -> None:
+    # Every 8th row is not the common case (its mtime is not the walk's): each call reads
+    # at most 7 rows before it stops, within its first chunk (16 rows): no helper starts,
+    # however many are allowed. (With whole chunks from the start, a tree of unreadable
+    # files cost 9x the one-thread loop with 7 helpers.)
+    for k in range(800):
+        write(tmp_path / f"f{k}", b"%d" % k)
+    cols = walked(tmp_path)
+    rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
+    for k in range(0, len(rows), 8):
+        cols.mtime_ns[rows[k]] += 1
+    table = _Table.over(cols)
+    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
+    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 0)
+    base, _ = others(set())
+    stops: list[int] = []
+
+    def calls() -> None:
+        k = 0
+        while k < len(rows):
+            k = first._firstc.read_first(rows, k, len(rows), *args, {}, {}, 7)
+            stops.append(k)
+            k += 1
+
+    threads, _ = seen_during(calls)
+    assert stops == [*range(0, len(rows), 8), len(rows)]
+    assert threads == base

@@ -290,12 +290,14 @@ def size_option_value(ctx: click.Context, param: click.Parameter, value: str | N
 
 
 def jobs_option(func: F) -> F:
-    """``-j/--jobs``: processes that share the work (this one and ``jobs - 1`` workers)."""
+    """``-j/--jobs``: how many share the work: processes (this one and ``jobs - 1``
+    workers), or, for ``sif dupes`` where its C loops serve, this process and up to
+    ``jobs - 1`` helper threads."""
     return click.option(
         "-j",
         "--jobs",
         type=click.IntRange(1, 256),
-        help="Worker processes (default: one per core).",
+        help="Processes (or, for dupes, threads) that share the work (default: one per core).",
     )(func)
 
 

@@ -22,8 +22,10 @@ warning are the same either way.
 The C loop goes in chunks of up to :data:`CHUNK` rows: the system calls of a
 chunk run without the GIL, shared with ``helpers`` threads (rows taken one
 by one from a counter); the rows are then filed in order, as one thread
-would. A chunk begins no row after :data:`CHUNK_NS` (a slow disk), and
-holds no more descriptors open than its threads beyond those ``fds`` takes.
+would. A chunk begins no row after :data:`CHUNK_NS` (a slow disk); a call's
+first chunk is :data:`MIN_SHARE` rows (no helper) and each next one twice the
+last. A file read where ``fds`` has no room left is closed at once, so at
+most ``hold`` plus one a thread are open at a time.
 
 Every descriptor kept goes into ``fds``, which the caller closes (in a
 ``finally``). The C loop puts it there, or closes it, before anything can

@@ -21,7 +21,8 @@ link, are looked at file by file. The other names of a file in a group
 (hardlinks, symlinks) are checked at the end to still name it.
 
 **Jobs.** Where the walk and the first blocks run in C, this process does
-all the work, with ``jobs - 1`` helper threads for their system calls (the
+all the work, with up to ``jobs - 1`` helper threads for their system calls
+(:func:`sif.treewalk.walk_helpers`: no more than the cores but one, nor 7; the
 walk's read-ahead, and the first blocks' opens and reads: the hot loop of a
 tree of mostly unique files). Otherwise a pool of ``jobs - 1`` forked
 workers shares the walk and the block rounds, a share of the groups each.

@@ -2,8 +2,9 @@
 
 Every group still tied reads its next block, all groups in lock step; the
 block grows geometrically (4 KiB first, then x4 up to :data:`MAX_BLOCK`).
-Each byte of a file is read at most once (but see *Memory*); a file leaves
-as soon as one of its blocks differs.
+Each byte of a file is read at most once (but see *Memory*, and with helper
+threads a first block read past a file left to Python is read again); a file
+leaves as soon as one of its blocks differs.
 
 **Exactness.** The first block of every file (the whole file, when it is
 that small) is grouped by a 64-bit xxh3 of it, then the members of one
