@@ -259,6 +259,46 @@ def test_a_dead_worker_ends_index_with_one_line_and_exit_3(tmp_path: Path) -> No
     assert "12 new" in again.stderr
 
 
+DYING_DUPES_WORKER = r"""
+import os, signal, sys
+import sif.exact.pipeline as pipeline
+import sif.exact.rounds as rounds
+
+MAIN, refine = os.getpid(), rounds._refine_share
+
+def share_or_die(share):  # a worker dies, as under the OOM killer
+    if os.getpid() != MAIN:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return refine(share)
+
+rounds._refine_share = pipeline._refine_share = share_or_die
+pipeline.PARALLEL_MIN_FILES = 0  # shares for the worker, however few the files
+from sif.cli import main
+main(["dupes", "-j", "2", "--include", "*", sys.argv[1]], prog_name="sif")
+"""
+
+
+def test_a_dead_worker_ends_dupes_with_one_line_and_exit_3(tmp_path: Path) -> None:
+    """The pool's path of ``sif dupes`` (a pattern: the Python walk, worker processes)."""
+    for g in range(16):  # 16 sizes: 8 shares, some for the worker
+        data = os.urandom(1000 + g)
+        for k in range(3):
+            write(tmp_path / "t" / f"g{g}" / f"f{k}", data)
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", DYING_DUPES_WORKER, str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - started < 60
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.splitlines() == [
+        "sif: error: a worker process died (killed by signal 9: out of memory?)"
+    ]
+    assert out.stdout == ""  # no group from a run that stopped
+
+
 # --- paths that do not exist ----------------------------------------------------------------
 
 
