@@ -185,22 +185,14 @@ static void listing_free(listing *l) {
     l->n = l->cap = l->used = l->room = 0;
 }
 
-/* A directory opened as opendir does, O_DIRECTORY refusing anything else swapped in;
- * NULL with errno set. */
+/* A directory, O_DIRECTORY refusing anything else swapped in; NULL with errno set.
+ * opendir itself: glibc opens O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC and
+ * fstats the descriptor. An open() of our own and fdopendir() cost two fcntl() more a
+ * directory (fdopendir checks the access mode and sets FD_CLOEXEC): 222 k system
+ * calls for a walk of 1 M files in 111 k directories. An open of a directory is never
+ * interrupted by a signal (EINTR comes from opens that wait: FIFOs, devices). */
 static DIR *open_dir(const char *path) {
-    int fd;
-    do {
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return NULL;
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        int err = errno;
-        close(fd);
-        errno = err;
-    }
-    return dir;
+    return opendir(path);
 }
 
 #endif
