@@ -222,60 +222,65 @@ def test_ctrl_c_in_index_stops_quietly_and_the_index_stays_usable(tmp_path: Path
 
 # --- a worker that dies ---------------------------------------------------------------------
 
-DYING_WORKER = r"""
+DIE_IN_A_WORKER = r"""
 import os, signal, sys
-import sif.index.build as build
 
-MAIN, scan = os.getpid(), build._scan_batch
+MAIN, REAL = os.getpid(), None  # REAL: the function a script swaps for or_die
 
-def scan_or_die(batch):  # a worker dies, as under the OOM killer
+def or_die(arg):  # REAL(arg), but a worker that calls it dies, as under the OOM killer
     if os.getpid() != MAIN:
         os.kill(os.getpid(), signal.SIGKILL)
-    return scan(batch)
+    return REAL(arg)
+"""
 
-build._scan_batch = scan_or_die
+DYING_WORKER = (
+    DIE_IN_A_WORKER
+    + r"""
+import sif.index.build as build
+
+REAL, build._scan_batch = build._scan_batch, or_die
 from sif.cli import main
 main(["index", "-j", "2", "--index", sys.argv[1], sys.argv[2]], prog_name="sif")
 """
+)
 
 
-def test_a_dead_worker_ends_index_with_one_line_and_exit_3(tmp_path: Path) -> None:
-    tree = text_tree(tmp_path / "t", 12, 64 << 10)
-    index = tmp_path / "idx"
+def ends_with_a_dead_worker(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (a worker kills itself): within a minute, exit 3 and one line."""
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-c", DYING_WORKER, str(index), str(tree)],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
     )
     assert time.monotonic() - started < 60
     assert out.returncode == 3, out.stderr
     assert out.stderr.splitlines() == [
         "sif: error: a worker process died (killed by signal 9: out of memory?)"
     ]
+    return out
+
+
+def test_a_dead_worker_ends_index_with_one_line_and_exit_3(tmp_path: Path) -> None:
+    tree = text_tree(tmp_path / "t", 12, 64 << 10)
+    index = tmp_path / "idx"
+    ends_with_a_dead_worker(DYING_WORKER, str(index), str(tree))
     again = sif("index", "-j", "2", "--index", str(index), str(tree))  # the lock is free
     assert again.returncode == 0, again.stderr
     assert "12 new" in again.stderr
 
 
-DYING_DUPES_WORKER = r"""
-import os, signal, sys
+DYING_DUPES_WORKER = (
+    DIE_IN_A_WORKER
+    + r"""
 import sif.exact.pipeline as pipeline
 import sif.exact.rounds as rounds
 
-MAIN, refine = os.getpid(), rounds._refine_share
-
-def share_or_die(share):  # a worker dies, as under the OOM killer
-    if os.getpid() != MAIN:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return refine(share)
-
-rounds._refine_share = pipeline._refine_share = share_or_die
+REAL, rounds._refine_share = rounds._refine_share, or_die
+pipeline._refine_share = or_die
 pipeline.PARALLEL_MIN_FILES = 0  # shares for the worker, however few the files
 from sif.cli import main
 main(["dupes", "-j", "2", "--include", "*", sys.argv[1]], prog_name="sif")
 """
+)
 
 
 def test_a_dead_worker_ends_dupes_with_one_line_and_exit_3(tmp_path: Path) -> None:
@@ -284,18 +289,7 @@ def test_a_dead_worker_ends_dupes_with_one_line_and_exit_3(tmp_path: Path) -> No
         data = os.urandom(1000 + g)
         for k in range(3):
             write(tmp_path / "t" / f"g{g}" / f"f{k}", data)
-    started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-c", DYING_DUPES_WORKER, str(tmp_path / "t")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert time.monotonic() - started < 60
-    assert out.returncode == 3, out.stderr
-    assert out.stderr.splitlines() == [
-        "sif: error: a worker process died (killed by signal 9: out of memory?)"
-    ]
+    out = ends_with_a_dead_worker(DYING_DUPES_WORKER, str(tmp_path / "t"))
     assert out.stdout == ""  # no group from a run that stopped
 
 

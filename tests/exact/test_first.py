@@ -330,6 +330,16 @@ def naive_of(files: list[tuple[str, bytes, str | None]], t: Path, keep: list[str
     return {frozenset(v) for v in by_key.values() if len(v) > 1}
 
 
+def loop_args(cols: RecordColumns, hold: int) -> tuple[list[int], tuple[Any, ...]]:
+    """The rows of ``cols`` in inode order (a batch's order), and the arguments the C loop
+    takes after ``rows, start, end``: the table's columns, its flags, the block, ``hold``."""
+    table = _Table.over(cols)
+    rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
+    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
+    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, hold)
+    return rows, args
+
+
 def open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
@@ -424,10 +434,7 @@ def test_a_signal_in_the_compiled_loop_leaves_every_descriptor_in_fds(
     for k in range(1500):
         write(tmp_path / f"d{k % 10}" / f"f{k}", b"%d" % k)
     cols = walked(tmp_path)
-    table = _Table.over(cols)
-    rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
-    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
-    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 1000)
+    rows, args = loop_args(cols, 1000)
     armed = [False]
 
     def handler(signum: int, frame: object) -> None:
@@ -550,10 +557,7 @@ def test_helper_threads_share_the_compiled_loop_and_are_gone_after(tmp_path: Pat
     for k in range(3000):
         write(tmp_path / f"d{k % 10}" / f"f{k}", b"%d" % k)
     cols = walked(tmp_path)
-    table = _Table.over(cols)
-    rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
-    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
-    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 0)
+    rows, args = loop_args(cols, 0)
     base_tasks, base_fds = others(set())
     threads, fds = {}, {}
     for helpers in (0, 2):
@@ -611,10 +615,7 @@ def test_threads_file_the_rows_as_one_thread_would(
     # skipped): the blocks in order, the descriptors kept in order, the positions
     # returned, all as with no helper; and no descriptor open but those in fds.
     cols, _ = mixed_tree(tmp_path)
-    table = _Table.over(cols)
-    rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
-    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
-    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, hold)
+    rows, args = loop_args(cols, hold)
     runs = []
     for helpers, chunk, min_share in ((0, 256, 16), (3, 4, 1), (3, 256, 1), (1, 256, 16)):
         before = open_fds()
@@ -656,9 +657,7 @@ def test_the_compiled_loop_refuses_bad_thread_settings(
 ) -> None:
     write(tmp_path / "f", b"x")
     cols = walked(tmp_path)
-    table = _Table.over(cols)
-    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
-    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, hold)
+    _, args = loop_args(cols, hold)
     fds: dict[int, int] = {}
     with pytest.raises(ValueError, match="read_first"):
         first._firstc.read_first([0], 0, 1, *args, fds, {}, helpers, chunk, min_share, chunk_ns)
@@ -676,9 +675,7 @@ def test_a_call_after_a_row_left_to_python_starts_no_thread(tmp_path: Path) -> N
     rows = sorted(range(len(cols)), key=cols.ino.__getitem__)
     for k in range(0, len(rows), 8):
         cols.mtime_ns[rows[k]] += 1
-    table = _Table.over(cols)
-    args = (table.dirs, table.dir_of, table.names, table.symlink, table.dev, table.ino)
-    args += (table.size, table.mtime_ns, table.ctime_ns, table.flags, FIRST_BLOCK, 0)
+    _, args = loop_args(cols, 0)
     base, _ = others(set())
     stops: list[int] = []
 
