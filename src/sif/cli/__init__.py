@@ -115,7 +115,20 @@ def run() -> None:
     process of its own, so that a Ctrl-C after the command's work, while the
     interpreter shuts down, still ends quietly with 130 (see
     :func:`sif.cli.common.run_guarded`)."""
-    from sif.cli import common
+    import sys
+
+    from sif.cli import common, streams
 
     common.OWN_PROCESS = True
-    main()
+    streams.install()
+    try:
+        try:
+            main()
+        finally:
+            # What is still buffered is written here, where a failure is one line
+            # and exit 3, not at the interpreter's exit (a message and exit 120).
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except streams.OutputError as exc:  # raised before a command's handlers (--help)
+        click.echo(f"sif: error: {exc}", err=True)
+        sys.exit(common.EXIT_FATAL)

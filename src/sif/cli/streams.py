@@ -1,0 +1,169 @@
+"""Standard output and standard error of a ``sif`` process, with write errors of their own.
+
+Python's own streams raise a bare ``OSError`` when a write fails: ``sif dupes
+> /dev/full`` ended with "no space left on device" and no word of where, and
+``sif --help > /dev/full`` (click writes the help before any command's
+handlers run) with a traceback. :func:`install` replaces both streams, in
+sif's own process only, by text streams over :class:`Stream`:
+
+- on standard output, a failed write raises :class:`OutputError`, which names
+  it ("standard output: no space left on device") and ends the run with exit
+  3 like any other fatal error; what follows is dropped, so the interpreter's
+  last flush does not fail a second time. A closed reader is still a
+  ``BrokenPipeError``, which stops quietly (``sif dupes | head``);
+- on standard error, a failed write is dropped: there is nowhere left to say
+  it, and the exit status still tells what happened (coreutils do the same).
+
+Both wait on a descriptor the parent left non-blocking (``EAGAIN``) instead of
+failing. A process started with standard input, output or error closed gets
+``/dev/null`` on that descriptor, so that no file sif opens (the index's
+database) takes its number and receives what is meant for the stream. Reading
+that standard input (``fuzzysum -``) or writing a report to that standard
+output then fails with "standard input is closed" / "standard output is
+closed"; standard error is dropped.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import select
+import sys
+from typing import Any
+
+from sif.errors import SifError
+
+BUFFER = 1 << 16
+"""Bytes buffered on standard output (a report of 4,129 groups was 21,455 writes
+unbuffered, as under ``python -u``)."""
+
+
+class OutputError(SifError):
+    """Standard output cannot be written (a full disk, an I/O error), or a standard
+    stream the process was started without is used."""
+
+
+class Stream(io.RawIOBase):
+    """Descriptor ``fd`` as a raw binary stream, which never closes it."""
+
+    def __init__(self, fd: int, name: str, *, strict: bool) -> None:
+        super().__init__()
+        self._fd = fd
+        self.name = name
+        self._strict = strict
+        self.failed = False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:  # the descriptor is the process's, not this object's
+        if not self.closed:
+            self.flush()
+        super().close()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        size = len(memoryview(data))
+        if self.failed:
+            return size
+        while True:
+            try:
+                return os.write(self._fd, data)
+            except BlockingIOError:
+                select.select([], [self._fd], [])
+            except BrokenPipeError:
+                if self._strict:
+                    raise
+                self.failed = True
+                return size
+            except OSError as exc:
+                self.failed = True
+                if not self._strict:
+                    return size
+                cause = "no space left on device" if exc.errno == errno.ENOSPC else exc.strerror
+                raise OutputError(f"{self.name}: {cause or exc}") from exc
+
+
+class Closed(io.RawIOBase):
+    """A standard stream of a process started without it: reading or writing fails once."""
+
+    failed = False
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OutputError(f"{self.name} is closed")
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.failed:  # said once; the interpreter's last flush drops the rest
+            return len(memoryview(data))
+        self.failed = True
+        raise OutputError(f"{self.name} is closed")
+
+
+def install() -> None:
+    """The standard streams of this process as the module says; once, at its start."""
+    closed = _reserve_standard_descriptors()
+    if 0 in closed and sys.stdin is None:
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(Closed("standard input")), encoding="utf-8")
+    if 1 in closed:
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(Closed("standard output")), encoding="utf-8"
+        )
+    else:
+        sys.stdout = _wrap(sys.stdout, "standard output", strict=True, buffer=BUFFER)
+    if 2 in closed and sys.stderr is None:  # now /dev/null: warnings go nowhere, quietly
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
+        )
+    sys.stderr = _wrap(sys.stderr, "standard error", strict=False, buffer=io.DEFAULT_BUFFER_SIZE)
+
+
+def _reserve_standard_descriptors() -> list[int]:
+    """``/dev/null`` on each of descriptors 0-2 that is closed; those descriptors."""
+    closed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(fd)
+            try:
+                got = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                break
+            if got != fd:  # a lower one is open after all: leave the numbers alone
+                os.close(got)
+                break
+    return closed
+
+
+def _wrap(stream: Any, name: str, *, strict: bool, buffer: int) -> Any:
+    if stream is None or not isinstance(stream, io.TextIOWrapper):
+        return stream
+    try:
+        stream.flush()
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return stream
+    raw = Stream(fd, name, strict=strict)
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw, buffer),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        # Standard error as Python has it since 3.9: flushed at each line.
+        line_buffering=stream.line_buffering or not strict,
+    )

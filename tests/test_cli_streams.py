@@ -1,0 +1,166 @@
+"""Standard streams that fail or are missing: one line naming the stream, the documented exit
+status, never a traceback or Python's exit 120 (sif.cli.streams).
+
+Every test runs ``python -m sif`` in a process of its own: the streams are
+replaced only there, not under click's CliRunner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FULL = "/dev/full"  # every write: ENOSPC (Linux)
+
+needs_full = pytest.mark.skipif(not os.path.exists(FULL), reason="no /dev/full")
+
+
+def replica_tree(root: Path) -> Path:
+    root.mkdir()
+    for name in ("a", "b"):
+        (root / name).mkdir()
+        for i in range(40):
+            (root / name / f"f{i}.txt").write_bytes(f"file {i}\n".encode() * (50 + i))
+    return root
+
+
+def sif_shell(redirect: str, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    """``python -m sif ARGS`` with a shell's redirections (``>&-``, ``2>/dev/full``) applied."""
+    return subprocess.run(
+        ["sh", "-c", f'"$0" -m sif "$@" {redirect}', sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def assert_one_line(done: subprocess.CompletedProcess[str], line: str, status: int) -> None:
+    assert done.returncode == status, done.stderr
+    assert done.stderr.splitlines() == [line]
+
+
+@needs_full
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["dupes", "TREE"],
+        ["fuzzysum", "TREE/a/f1.txt"],
+        ["--help"],  # written by click before any command's handlers
+        ["dupes", "--help"],
+        ["--version"],
+    ],
+)
+def test_a_full_disk_under_standard_output_is_named(tmp_path: Path, args: list[str]) -> None:
+    tree = replica_tree(tmp_path / "t")
+    args = [a.replace("TREE", str(tree)) for a in args]
+    done = sif_shell(f">{FULL}", *args)
+    assert_one_line(done, "sif: error: standard output: no space left on device", 3)
+
+
+@needs_full
+def test_a_full_disk_under_standard_output_of_a_report_larger_than_its_buffer(
+    tmp_path: Path,
+) -> None:
+    # Over 64 KiB of groups: the first failed write comes from inside the report.
+    tree = tmp_path / "t"
+    tree.mkdir()
+    for i in range(1500):
+        for side in ("a", "b"):
+            (tree / f"{side}{i:04d}-{'x' * 40}").write_bytes(f"content {i}\n".encode())
+    done = sif_shell(f">{FULL}", "dupes", str(tree))
+    assert_one_line(done, "sif: error: standard output: no space left on device", 3)
+
+
+@needs_full
+def test_a_full_disk_under_standard_error_changes_neither_the_report_nor_the_status(
+    tmp_path: Path,
+) -> None:
+    tree = replica_tree(tmp_path / "t")
+    done = sif_shell(f"2>{FULL}", "dupes", str(tree))
+    assert done.returncode == 0
+    assert done.stdout.count("\n\n") == 39  # 40 groups, a blank line between two
+    # The usage error it cannot print still exits 2.
+    assert sif_shell(f"2>{FULL}", "dupes", str(tmp_path / "missing")).returncode == 2
+
+
+def test_a_closed_standard_output_is_one_line_for_a_report(tmp_path: Path) -> None:
+    tree = replica_tree(tmp_path / "t")
+    assert_one_line(
+        sif_shell(">&-", "dupes", str(tree)), "sif: error: standard output is closed", 3
+    )
+
+
+def test_index_runs_with_standard_output_and_error_closed(tmp_path: Path) -> None:
+    # It writes nothing on standard output; its summary and progress go nowhere. The
+    # database does not take descriptor 1 or 2 (each is /dev/null): what a stray write
+    # to them would put there cannot damage it.
+    tree = replica_tree(tmp_path / "t")
+    index = tmp_path / "ix"
+    done = sif_shell(">&- 2>&-", "index", "--index", str(index), str(tree))
+    assert done.returncode == 0
+    query = subprocess.run(
+        [sys.executable, "-m", "sif", "query", "--index", str(index), str(tree / "a/f3.txt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert query.returncode == 0, query.stderr
+    assert str(tree / "a/f3.txt") in query.stdout
+
+
+def test_descriptors_0_to_2_are_reserved_when_the_process_starts_without_them() -> None:
+    script = (
+        "import os, sys\n"
+        "from sif.cli import streams\n"
+        "streams.install()\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "null = all(os.path.realpath(f'/proc/self/fd/{n}') == os.devnull for n in (0, 1, 2))\n"
+        "sys.exit(0 if fd == 3 and null else 1)\n"
+    )
+    done = subprocess.run(
+        ["sh", "-c", '"$0" -c "$1" "$2" <&- >&- 2>&-', sys.executable, script, __file__],
+        timeout=60,
+    )
+    assert done.returncode == 0
+
+
+@pytest.mark.parametrize("args", [["fuzzysum", "-"], ["similar", "--from-file", "-"]])
+def test_a_closed_standard_input_is_one_line(args: list[str]) -> None:
+    assert_one_line(sif_shell("<&-", *args), "sif: error: standard input is closed", 3)
+
+
+def test_a_non_blocking_standard_output_is_waited_on_not_failed(tmp_path: Path) -> None:
+    # A parent that made its pipe non-blocking and reads late: every write meets EAGAIN
+    # once the pipe is full, and the report must still arrive whole.
+    tree = tmp_path / "t"
+    tree.mkdir()
+    for i in range(3000):
+        for side in ("a", "b"):
+            (tree / f"{side}{i:04d}").write_bytes(f"content {i}\n".encode())
+    expected = subprocess.run(
+        [sys.executable, "-m", "sif", "dupes", str(tree)],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert len(expected) > 4 * 65536  # more than a pipe holds
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sif", "dupes", str(tree)], stdout=w, stderr=subprocess.PIPE
+    )
+    os.close(w)
+    time.sleep(1.0)
+    got = bytearray()
+    with os.fdopen(r, "rb") as reader:
+        while chunk := reader.read(1 << 16):
+            got += chunk
+    assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else b""
+    assert bytes(got) == expected
