@@ -14,6 +14,7 @@ from sif.core.anchors import ANCHOR_LENGTH, DENSITY, AnchorSet, learn_anchors
 from sif.errors import ConfigError, InputError
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fileio import open_regular_file
+from sif.outfile import written_text
 
 
 def load_anchors(path: str | os.PathLike[str]) -> AnchorSet:
@@ -31,10 +32,8 @@ def load_anchors(path: str | os.PathLike[str]) -> AnchorSet:
 
 def save_anchors(anchors: AnchorSet, path: str | os.PathLike[str]) -> None:
     """Write ``anchors`` to ``path`` (JSON, atomically: a temporary file then a rename)."""
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with written_text(path) as f:
         f.write(anchors.to_json())
-    os.replace(tmp, path)
 
 
 def learn_anchors_from_files(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 import sys
 
@@ -20,6 +20,7 @@ from sif.cli.common import (
     size_option_value,
 )
 from sif.errors import ConfigError, SifError
+from sif.outfile import written_text
 
 
 @click.command()
@@ -143,10 +144,11 @@ def _write(expl: object, fmt: str, context: int, color: str, output: str | None)
             sys.stdout.write(page)
             sys.stdout.flush()
         else:
-            _atomic_write(output, page)
+            with written_text(output) as f:
+                f.write(page)
         return
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
-    try:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(written_text(output)) if output else sys.stdout
         if fmt == "json":
             write_json(expl, out)
         else:
@@ -155,13 +157,3 @@ def _write(expl: object, fmt: str, context: int, color: str, output: str | None)
             width = shutil.get_terminal_size((160, 24)).columns if tty else 160
             write_text(expl, out, context=context, width=width, colour=colour)
         out.flush()
-    finally:
-        if output:
-            out.close()
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -34,6 +34,7 @@ from sif.cli.index_options import (
     params_from_options,
     pick_anchor_set,
 )
+from sif.outfile import written
 
 
 @click.command()
@@ -159,7 +160,7 @@ def query(
 
             write_page(query_report(list(results), explainer(mode), _note), output)
         elif output is not None:
-            with open(output, "wb") as f:
+            with written(output) as f:
                 write_query(results, f, fmt)
         else:
             with report_output() as out:

@@ -31,6 +31,7 @@ from sif.cli.index_options import (
     normalize_from_options,
     params_from_options,
 )
+from sif.outfile import written
 from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 
 
@@ -229,7 +230,7 @@ def similar(
 
         pairs = similar_directories(result.pairs, roots, threshold, walk_options=walk)
         if output is not None:
-            with open(output, "wb") as f:
+            with written(output) as f:
                 write_dir_pairs(pairs, f, fmt)
         else:
             with report_output() as out:
@@ -240,7 +241,7 @@ def similar(
 
         write_page(similar_report(result, roots, explainer(mode), _note), output)
     elif output is not None:
-        with open(output, "wb") as f:
+        with written(output) as f:
             write_similar(result, f, fmt, by)
     else:
         with report_output() as out:

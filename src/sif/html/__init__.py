@@ -64,24 +64,16 @@ def page(
 
 def write_page(text: str, path: str | None) -> None:
     """Write a page to ``path`` (beside it first, then renamed over), or to stdout."""
-    import os
     import sys
 
     if path is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = os.path.join(
-        os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp"
-    )
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from sif.outfile import written_text
+
+    with written_text(path) as f:
+        f.write(text)
 
 
 def explainer(normalize: str | None) -> Any:
