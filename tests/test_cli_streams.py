@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -164,3 +166,97 @@ def test_a_non_blocking_standard_output_is_waited_on_not_failed(tmp_path: Path) 
             got += chunk
     assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else b""
     assert bytes(got) == expected
+
+
+def many_groups(root: Path, n: int = 3000) -> Path:
+    root.mkdir()
+    for i in range(n):
+        for side in ("a", "b"):
+            (root / f"{side}{i:04d}-{'x' * 60}").write_bytes(f"content {i}\n".encode())
+    return root
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_ctrl_c_while_standard_output_is_stalled_exits_130_at_once(
+    tmp_path: Path, unbuffered: str
+) -> None:
+    # The reader never reads: the report fills the pipe and sif blocks writing. A Ctrl-C
+    # then drops what is buffered (flushing it would wait for the reader for good).
+    tree = many_groups(tmp_path / "t")
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    r, w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sif", "dupes", str(tree)],
+        stdout=w,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(w)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until it waits in a write to the full pipe
+            with open(f"/proc/{proc.pid}/wchan") as f:
+                if "pipe" in f.read():
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("sif never blocked on its standard output")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+        assert proc.stderr is not None and proc.stderr.read() == b""
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(r)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["dupes", "TREE"]])
+def test_a_reader_gone_before_the_first_write_is_a_quiet_exit_0(
+    tmp_path: Path, args: list[str]
+) -> None:
+    # click's own handler answers a closed pipe with exit 1 (`sif --help | true`).
+    tree = replica_tree(tmp_path / "t")
+    r, w = os.pipe()
+    os.close(r)
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", *(a.replace("TREE", str(tree)) for a in args)],
+        stdout=w,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
+    os.close(w)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_ctrl_c_while_a_fifo_given_to_o_is_stalled_exits_130_and_removes_nothing(
+    tmp_path: Path,
+) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    words = " ".join(f"word{i}" for i in range(40_000))
+    a.write_text(words)
+    b.write_text(words + " and more")  # an HTML page of ~780 KB: more than a pipe holds
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    explain = [sys.executable, "-m", "sif", "explain", str(a), str(b)]
+    proc = subprocess.Popen(
+        [*explain, "--format", "html", "-o", str(fifo)],
+        stderr=subprocess.PIPE,
+    )
+    reader = os.open(fifo, os.O_RDONLY)  # opened, never read
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with open(f"/proc/{proc.pid}/wchan") as f:
+                if "pipe" in f.read():
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("sif never blocked on the FIFO")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+        assert proc.stderr is not None and proc.stderr.read() == b""
+        assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(reader)

@@ -8,16 +8,14 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sif.outfile import OutputFileError, written, written_text
-
-
-def leftovers(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
 
 
 def fill(where: Path) -> None:
@@ -32,31 +30,56 @@ def fill(where: Path) -> None:
         os.close(fd)
 
 
-def test_the_content_appears_whole_at_the_end_and_not_before(tmp_path: Path) -> None:
+def test_an_existing_file_is_written_in_place_as_by_the_shell(tmp_path: Path) -> None:
+    # Its inode, mode and other hard links stay (a rename over it would lose them, and
+    # its owner, and fail in a sticky directory).
     out = tmp_path / "report.txt"
-    out.write_text("the old report\n")
+    out.write_text("the old report, longer than the new one\n")
+    out.chmod(0o640)
+    other = tmp_path / "other-name.txt"
+    os.link(out, other)
+    before = out.stat()
     with written(out) as f:
-        f.write(b"new " * 10_000)
-        f.flush()
-        assert out.read_text() == "the old report\n"  # still the old one
-    assert out.read_bytes() == b"new " * 10_000
-    assert leftovers(tmp_path) == []
+        f.write(b"new\n")
+    after = out.stat()
+    assert (after.st_ino, stat.S_IMODE(after.st_mode)) == (before.st_ino, 0o640)
+    assert other.read_bytes() == b"new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-name.txt", "report.txt"]
+
+
+def test_a_name_as_long_as_the_file_system_allows_is_written(tmp_path: Path) -> None:
+    out = tmp_path / ("r" * 255)  # no room for a temporary name's suffix
+    with written_text(out) as f:
+        f.write("whole\n")
+    assert out.read_text() == "whole\n"
 
 
 @pytest.mark.parametrize("existing", [False, True])
-def test_a_failure_while_the_report_is_made_leaves_no_file_and_the_old_one_intact(
+def test_a_failure_while_the_report_is_made_leaves_no_cut_report(
     tmp_path: Path, existing: bool
 ) -> None:
+    # A file this run created is removed; one it was writing is left empty.
     out = tmp_path / "report.txt"
     if existing:
         out.write_text("the old report\n")
     with pytest.raises(KeyError), written_text(out) as f:
-        f.write("half a report\n" * 1000)
+        f.write("half a report\n" * 10_000)  # some of it written already, some buffered
         raise KeyError("made while writing")
-    assert (out.read_text() if existing else out.exists()) == (
-        "the old report\n" if existing else False
-    )
-    assert leftovers(tmp_path) == []
+    if existing:
+        assert out.read_text() == ""
+    else:
+        assert not out.exists()
+    assert list(tmp_path.iterdir()) == ([out] if existing else [])
+
+
+def test_what_is_buffered_is_dropped_on_a_failure_not_raised_over_it() -> None:
+    # A flush to /dev/full on the way out would replace the error with "no space left".
+    with pytest.raises(KeyboardInterrupt), written("/dev/full") as f:
+        f.write(b"x" * 100)
+        raise KeyboardInterrupt
+    with pytest.raises(KeyError), written_text("/dev/full") as t:
+        t.write("x" * 100)
+        raise KeyError("the real error")
 
 
 def test_an_oserror_of_the_code_making_the_report_is_not_called_a_write_error(
@@ -68,7 +91,7 @@ def test_an_oserror_of_the_code_making_the_report_is_not_called_a_write_error(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_file_replaced_keeps_its_permissions_and_a_link_is_written_through(
+def test_a_link_is_written_through_and_its_target_keeps_its_permissions(
     tmp_path: Path,
 ) -> None:
     target = tmp_path / "target.txt"
@@ -96,11 +119,11 @@ def test_a_fifo_is_written_into_not_replaced(tmp_path: Path) -> None:
     reader.join(timeout=30)
     assert got == [b"through the pipe\n"]
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
-    assert leftovers(tmp_path) == []
+    assert list(tmp_path.iterdir()) == [fifo]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root; CI is root)")
-def test_a_full_disk_names_the_file_and_leaves_the_old_one(tmp_path: Path) -> None:
+def test_a_full_disk_names_the_file_and_leaves_no_cut_report(tmp_path: Path) -> None:
     from actionutil import tmpfs
 
     with tmpfs("1m") as where:
@@ -110,8 +133,12 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(tmp_path: Path) -> No
         with pytest.raises(OutputFileError) as caught, written_text(out) as f:
             f.write("a new report\n" * 100_000)
         assert str(caught.value) == f"{out}: no space left on device"
-        assert out.read_text() == "the old report\n"
-        assert leftovers(where) == []
+        assert out.read_text() == ""  # not a cut report
+        new = where / "new.html"
+        with pytest.raises(OutputFileError) as caught, written_text(new) as f:
+            f.write("a new report\n" * 100_000)
+        assert str(caught.value) == f"{new}: no space left on device"
+        assert sorted(p.name for p in where.iterdir()) == ["filler", "report.html"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root; CI is root)")
@@ -167,4 +194,67 @@ def test_a_read_only_file_is_refused_as_open_would(tmp_path: Path) -> None:
     )
     assert done.stdout == f"{out}: Permission denied\n", done.stderr
     assert out.read_text() == "protected\n"
-    assert leftovers(tmp_path) == []
+    assert list(tmp_path.iterdir()) == [out]
+
+
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    words = " ".join(f"word{i}" for i in range(2_000))
+    a.write_text(words)
+    b.write_text(words + " and more")
+    return a, b
+
+
+def explain_into(shell: str, a: Path, b: Path, cwd: Path, **kw: object) -> Any:
+    """``sif explain A B -o TARGET REDIRECTIONS`` (``shell`` says both) run by sh in ``cwd``."""
+    return subprocess.run(
+        ["sh", "-c", f'"$0" -m sif explain "$1" "$2" {shell}', sys.executable, a, b],
+        cwd=cwd,
+        capture_output="stdout" not in kw,
+        text=True,
+        timeout=120,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_dev_stdout_is_sif_s_standard_output_appended_to_a_log(tmp_path: Path) -> None:
+    a, b = pair(tmp_path)
+    log = tmp_path / "log"
+    log.write_text("an earlier line\n")
+    done = explain_into("-o /dev/stdout >> log", a, b, tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = log.read_text()
+    assert text.startswith("an earlier line\nA ") and str(b) in text
+    # /dev/fd/N is descriptor N, as in bash: appended to what it was opened on.
+    log.write_text("an earlier line\n")
+    done = explain_into("-o /dev/fd/3 3>> log", a, b, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text() == text
+
+
+def test_dev_stdout_on_an_unlinked_file_is_written_there(tmp_path: Path) -> None:
+    # Reopening /proc/self/fd/1 (or renaming something to its target) would miss it.
+    a, b = pair(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    with tempfile.TemporaryFile() as out:
+        done = explain_into("-o /dev/stdout", a, b, work, stdout=out, stderr=subprocess.PIPE)
+        assert done.returncode == 0, done.stderr
+        out.seek(0)
+        assert out.read().startswith(b"A ")
+    assert list(work.iterdir()) == []
+
+
+def test_dev_stdout_closed_is_one_line(tmp_path: Path) -> None:
+    a, b = pair(tmp_path)
+    done = explain_into("-o /dev/stdout >&-", a, b, tmp_path)
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == ["sif: error: standard output is closed"]
+
+
+def test_an_empty_output_path_is_a_usage_error(tmp_path: Path) -> None:
+    a, b = pair(tmp_path)
+    done = explain_into("-o ''", a, b, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "Error: -o/--output: an empty path"
+    assert done.stdout == ""

@@ -1,16 +1,21 @@
-"""Writing a file the user asked for (``-o REPORT``, an anchor set): whole or not at all.
+"""Writing a file the user asked for (``-o REPORT``, an anchor set), as the shell's ``>`` would,
+and no cut report left behind.
 
-The file is written beside its final name under a temporary one (opened with
-``O_EXCL``: never an existing file), then renamed over it. An existing file
-there must be writable, as for ``open()``, and keeps its permissions; a
-symbolic link is written through to its target, as by the shell's ``>``; a
-path that is not a regular file (``/dev/stdout``, a FIFO) is written directly. When anything
-fails on the way (a full disk, Ctrl-C, an error while the report is made),
-the temporary file, which sif created, is removed and a file already at
-``path`` stays as it was: no empty or cut report is left to be mistaken for
-a whole one. A write error is an :class:`OutputFileError` naming ``path``
-("report.html: no space left on device"), which the CLI prints as one line
-with exit 3.
+The path is opened as ``>`` opens it: an existing file is truncated and
+written in place (its owner, mode and other hard links stay; a symbolic link
+is written through), a new one is created, a FIFO or a device
+(``/dev/null``, a terminal) is written into. ``/dev/stdout``,
+``/dev/stderr`` and ``/dev/fd/N`` (``/proc/self/fd/N``) are sif's own
+standard output, standard error and descriptor ``N``, as in bash: written
+where they point, appended to a ``>>`` log, never reopened or truncated.
+
+When the run fails before the report is whole (a full disk, Ctrl-C, an error
+while the report is made), what is still buffered is dropped, not written,
+and the error on its way up is the one raised: a file this run created is
+removed (sif made it), and an existing file it was writing is left empty,
+so that no cut report can be taken for a whole one. A write error is an
+:class:`OutputFileError` naming the path ("report.html: no space left on
+device"), which the CLI prints as one line with exit 3.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import contextlib
 import errno
 import io
 import os
+import re
 import stat
+import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO, TextIO
 
@@ -38,71 +45,122 @@ def cause_of(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-class _File(io.FileIO):
-    """The temporary file: a failed write is an :class:`OutputFileError` naming the final path
-    (and only a write: an ``OSError`` of the code making the report passes as it is)."""
+def _failed(path: str, exc: OSError) -> OutputFileError:
+    return OutputFileError(f"{display_path(path)}: {cause_of(exc)}")
 
-    final = ""
+
+_DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/self/fd|proc/(\d+)/fd)/(\d+)")
+_NAMED = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def descriptor_of(path: str) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/3``,
+    ``/proc/self/fd/3``), or ``None``."""
+    norm = os.path.normpath(path)
+    if norm in _NAMED:
+        return _NAMED[norm]
+    m = _DESCRIPTOR.fullmatch(norm)
+    if m is None or (m.group(1) is not None and int(m.group(1)) != os.getpid()):
+        return None
+    return int(m.group(2))
+
+
+class _File(io.FileIO):
+    """The file written: a failed write or close is an :class:`OutputFileError` naming the
+    path given (and only those: an ``OSError`` of the code making the report passes as it
+    is)."""
+
+    shown = ""
 
     def write(self, data: Any, /) -> int:
         try:
             return super().write(data)
         except OSError as exc:
-            raise _failed(self.final, exc) from exc
+            raise _failed(self.shown, exc) from exc
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:
+            raise _failed(self.shown, exc) from exc
 
 
-def _failed(path: str, exc: OSError) -> OutputFileError:
-    return OutputFileError(f"{display_path(path)}: {cause_of(exc)}")
+def _open(path: str) -> tuple[int, bool, bool]:
+    """``path`` opened for writing as ``>`` would: (descriptor, created, truncated)."""
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY
+    fd = descriptor_of(path)
+    if fd is not None:  # bash's rule: the descriptor itself, not the file reopened
+        return os.dup(fd), False, False
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is None:
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666), True, False
+        except FileExistsError:  # a dangling symbolic link: its target is created, as by `>`
+            return os.open(path, flags | os.O_CREAT | os.O_TRUNC, 0o666), False, True
+    if stat.S_ISREG(st.st_mode):
+        return os.open(path, flags | os.O_TRUNC), False, True
+    return os.open(path, flags), False, False  # a FIFO, a device: written into
 
 
 @contextlib.contextmanager
 def written(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary file whose content becomes ``path`` when the block ends without error."""
-    final = os.fspath(path)
-    try:
-        try:
-            old = os.stat(final)
-        except FileNotFoundError:
-            old = None
-        if old is not None and not stat.S_ISREG(old.st_mode):
-            fd = os.open(final, os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY)  # /dev/stdout, a FIFO
-            tmp = None
-        else:
-            if old is not None and not os.access(final, os.W_OK):  # as open() would refuse it
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-            target = os.path.realpath(final)  # a symbolic link is written through, as by `>`
-            directory, name = os.path.split(target)
-            tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise _failed(final, exc) from exc
-    try:
-        raw = _File(fd, "wb")
-        raw.final = final
-        if old is not None and tmp is not None:  # the file replaced keeps its permissions
-            os.fchmod(fd, stat.S_IMODE(old.st_mode))
-        with io.BufferedWriter(raw) as f:
-            yield f
-        if tmp is not None:
-            try:
-                os.replace(tmp, target)
-            except OSError as exc:
-                raise _failed(final, exc) from exc
-    except BaseException:
-        raw.close()
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise
+    """``path`` as a buffered binary file, opened as the module says, closed at the end."""
+    with _output(os.fspath(path), text=False) as out:
+        yield out
 
 
 @contextlib.contextmanager
 def written_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """:func:`written` as UTF-8 text."""
-    with written(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8")
+    """:func:`written` as UTF-8 text (names that are not UTF-8 as their bytes, as on stdout)."""
+    with _output(os.fspath(path), text=True) as out:
+        yield out
+
+
+@contextlib.contextmanager
+def _output(path: str, text: bool) -> Iterator[Any]:
+    std = descriptor_of(path)
+    if std in (1, 2):  # sif's own stream: what it does on a failure or a closed pipe
+        stream = sys.stdout if std == 1 else sys.stderr
+        if stream is not None:
+            stream.flush()
+            yield stream if text else stream.buffer
+            stream.flush()
+            return
+    fd, created, truncated = -1, False, False
+    raw: _File | None = None
+    out: Any = None
+    mine: os.stat_result | None = None
+    try:
         try:
-            yield text
-            text.flush()
-        finally:
-            text.detach()  # the binary file is written()'s to close
+            fd, created, truncated = _open(path)
+        except OSError as exc:
+            raise _failed(path, exc) from exc
+        mine = os.fstat(fd)
+        raw = _File(fd, "wb")
+        raw.shown = path
+        out = io.BufferedWriter(raw)
+        if text:
+            out = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape")
+        yield out
+        out.close()  # flushes: a failure here is a write error, named
+    except BaseException:
+        # Nothing more is written: what is buffered is dropped (a flush could block on a
+        # stalled FIFO, or fail and hide the error on its way up).
+        if truncated:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+        if raw is not None:
+            with contextlib.suppress(Exception):
+                io.FileIO.close(raw)
+            with contextlib.suppress(Exception):
+                out.close()  # its file closed: nothing to flush, now or when collected
+        elif fd >= 0:
+            os.close(fd)
+        if created and mine is not None:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.lstat(path), mine):  # still the file this run made
+                    os.unlink(path)
+        raise

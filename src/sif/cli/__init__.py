@@ -132,3 +132,13 @@ def run() -> None:
     except streams.OutputError as exc:  # raised before a command's handlers (--help)
         click.echo(f"sif: error: {exc}", err=True)
         sys.exit(common.EXIT_FATAL)
+    except BrokenPipeError:  # the reader of the last flush went away: quietly, 0
+        common._stop_broken_pipe()
+    except KeyboardInterrupt:  # during the last flush
+        common._exit_interrupted()
+    except SystemExit as exc:
+        # click's own answer to a closed pipe before any command ran (`sif --help | true`)
+        # is exit 1; a closed pipe is 0 everywhere else.
+        if exc.code == 1 and streams.output_broken():
+            common._stop_broken_pipe()
+        raise

@@ -150,6 +150,9 @@ def _exit_interrupted() -> NoReturn:
     3.11 records an unhandled KeyboardInterrupt that nothing clears, and at
     exit kills itself with SIGINT (status -2) although sif handled it.
     """
+    from sif.cli.streams import abandon_output
+
+    abandon_output()  # sif's own standard output drops what it buffers: no stalled reader waits
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -247,10 +250,23 @@ def check_paths(paths: Iterable[str], what: str = "PATH") -> None:
 
 
 def check_output_file(path: str) -> None:
-    """A usage error when ``path`` cannot be written: its directory is missing or read-only."""
-    parent = os.path.dirname(os.path.abspath(path))
+    """A usage error, before any work, when ``path`` cannot be written: empty, a directory, a
+    file that is not writable, or a new file whose directory is missing or read-only
+    (written as ``>`` would, :mod:`sif.outfile`; ``/dev/stdout`` and ``/dev/fd/N`` are
+    checked when written)."""
+    from sif.outfile import descriptor_of
+
+    if not path:
+        raise click.UsageError("-o/--output: an empty path")
+    if descriptor_of(path) is not None:
+        return
     if os.path.isdir(path):
         raise click.UsageError(f"{display_path(path)}: is a directory")
+    if os.path.exists(path):  # written in place: the file's permission decides
+        if not os.access(path, os.W_OK):
+            raise click.UsageError(f"{display_path(path)}: not writable")
+        return
+    parent = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(parent):
         raise click.UsageError(f"{display_path(path)}: no such directory {display_path(parent)}")
     if not os.access(parent, os.W_OK | os.X_OK):

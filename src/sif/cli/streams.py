@@ -52,7 +52,8 @@ class Stream(io.RawIOBase):
         self._fd = fd
         self.name = name
         self._strict = strict
-        self.failed = False
+        self.failed = False  # from now on every write is dropped
+        self.broken = False  # the reader went away (EPIPE)
 
     def fileno(self) -> int:
         return self._fd
@@ -78,6 +79,7 @@ class Stream(io.RawIOBase):
             except BlockingIOError:
                 select.select([], [self._fd], [])
             except BrokenPipeError:
+                self.broken = True
                 if self._strict:
                     raise
                 self.failed = True
@@ -115,14 +117,35 @@ class Closed(io.RawIOBase):
         raise OutputError(f"{self.name} is closed")
 
 
+def abandon_output() -> None:
+    """Drop what standard output still buffers, and whatever is written to it from now on:
+    the run is being interrupted, and a reader that stalled must not hold it up."""
+    raw = _raw(sys.stdout)
+    if raw is not None:
+        raw.failed = True
+
+
+def output_broken() -> bool:
+    """Whether standard output's reader went away (a closed pipe) during this run."""
+    raw = _raw(sys.stdout)
+    return raw is not None and raw.broken
+
+
+def _raw(stream: Any) -> Stream | None:
+    raw = getattr(getattr(stream, "buffer", None), "raw", None)
+    return raw if isinstance(raw, Stream) else None
+
+
 def install() -> None:
     """The standard streams of this process as the module says; once, at its start."""
     closed = _reserve_standard_descriptors()
     if 0 in closed and sys.stdin is None:
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(Closed("standard input")), encoding="utf-8")
+        sys.stdin = io.TextIOWrapper(
+            io.BufferedReader(Closed("standard input")), "utf-8", "surrogateescape"
+        )
     if 1 in closed:
         sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(Closed("standard output")), encoding="utf-8"
+            io.BufferedWriter(Closed("standard output")), "utf-8", "surrogateescape"
         )
     else:
         sys.stdout = _wrap(sys.stdout, "standard output", strict=True, buffer=BUFFER)
@@ -164,6 +187,7 @@ def _wrap(stream: Any, name: str, *, strict: bool, buffer: int) -> Any:
         io.BufferedWriter(raw, buffer),
         encoding=stream.encoding,
         errors=stream.errors,
-        # Standard error as Python has it since 3.9: flushed at each line.
-        line_buffering=stream.line_buffering or not strict,
+        # Flushed at each line on a terminal (under `python -u` too, which made Python's
+        # own unbuffered) and on standard error (as Python has it since 3.9).
+        line_buffering=stream.line_buffering or not strict or os.isatty(fd),
     )
