@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,9 @@ import pytest
 from sif.outfile import OutputFileError, written, written_text
 
 
-def fill(where: Path) -> None:
-    """Take every free block of the file system at ``where`` (a file ``filler``)."""
-    fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+def fill(where: Path, name: str = "filler") -> None:
+    """Take every free block of the file system at ``where`` (a new file ``name``)."""
+    fd = os.open(where / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with pytest.raises(OSError) as full:
             while True:
@@ -141,6 +142,29 @@ def test_a_full_disk_names_the_file_and_leaves_no_cut_report(tmp_path: Path) -> 
         assert sorted(p.name for p in where.iterdir()) == ["filler", "report.html"]
 
 
+def test_a_report_cut_by_its_last_flush_is_not_left(tmp_path: Path) -> None:
+    # Under 8 KiB, the whole report is still buffered when the block ends: the write that
+    # fails (here past a file size limit of 1 KiB, EFBIG) comes from the last flush.
+    out = tmp_path / "report.html"
+    out.write_text("the old report\n")
+    script = (
+        "import resource, signal, sys\n"
+        "from sif.outfile import OutputFileError, written_text\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))\n"
+        "try:\n"
+        "    with written_text(sys.argv[1]) as f:\n"
+        "        f.write('x' * 6000)\n"
+        "except OutputFileError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, out], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout == f"{out}: File too large\n", done.stderr
+    assert out.read_text() == ""
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root; CI is root)")
 @pytest.mark.parametrize("fmt", ["text", "json", "html"])
 def test_explain_output_on_a_full_disk_is_one_line_and_exit_3(tmp_path: Path, fmt: str) -> None:
@@ -245,11 +269,121 @@ def test_dev_stdout_on_an_unlinked_file_is_written_there(tmp_path: Path) -> None
     assert list(work.iterdir()) == []
 
 
-def test_dev_stdout_closed_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("target", "closed", "why"),
+    [
+        ("/dev/stdout", ">&-", "standard output is closed"),
+        ("/dev/stderr", "2>&-", "standard error is closed"),
+        ("/dev/fd/9", "", "not an open descriptor"),
+        ("/dev/stdin", "", "not open for writing"),
+    ],
+)
+def test_a_descriptor_that_cannot_take_the_report_is_a_usage_error(
+    tmp_path: Path, target: str, closed: str, why: str
+) -> None:
+    # Before any work; /dev/null, which holds a closed stream's number, takes nothing.
     a, b = pair(tmp_path)
-    done = explain_into("-o /dev/stdout >&-", a, b, tmp_path)
+    done = explain_into(f'-o {target} {closed} < "$1"', a, b, tmp_path)
+    assert done.returncode == 2
+    if target != "/dev/stderr":  # else the message went where it could not be read
+        assert done.stderr.splitlines()[-1] == f"Error: {target}: {why}"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_dev_stderr_on_a_full_disk_is_exit_3_not_a_silent_loss(tmp_path: Path) -> None:
+    a, b = pair(tmp_path)
+    done = explain_into("-o /dev/stderr 2>/dev/full", a, b, tmp_path)
     assert done.returncode == 3
-    assert done.stderr.splitlines() == ["sif: error: standard output is closed"]
+
+
+def test_a_reader_of_o_that_went_away_is_a_quiet_exit_0(tmp_path: Path) -> None:
+    # -o >(head -c1): the reader leaves early, as `sif ... | head` on standard output.
+    a, b = pair(tmp_path)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sif",
+                "explain",
+                a,
+                b,
+                "--format",
+                "html",
+                "-o",
+                f"/dev/fd/{w}",
+            ],
+            pass_fds=[w],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_non_blocking_descriptor_is_waited_on(tmp_path: Path) -> None:
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    got = bytearray()
+
+    def read_late() -> None:
+        time.sleep(0.5)
+        while chunk := os.read(r, 65536):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=read_late, daemon=True)
+    reader.start()
+    try:
+        with written(f"/dev/fd/{w}") as f:
+            f.write(b"x" * 300_000)  # more than the pipe holds
+    finally:
+        os.close(w)
+    reader.join(timeout=30)
+    os.close(r)
+    assert bytes(got) == b"x" * 300_000
+
+
+def test_the_target_a_dangling_link_made_is_removed_on_a_failure(tmp_path: Path) -> None:
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "target.txt")
+    with pytest.raises(KeyError), written_text(link) as f:
+        f.write("half\n")
+        raise KeyError("failed")
+    assert link.is_symlink() and not (tmp_path / "target.txt").exists()
+
+
+@pytest.mark.parametrize("spelling", ["//dev/stdout", "/proc/thread-self/fd/1", "/dev/fd/1"])
+def test_other_spellings_of_standard_output_append_too(tmp_path: Path, spelling: str) -> None:
+    a, b = pair(tmp_path)
+    log = tmp_path / "log"
+    log.write_text("an earlier line\n")
+    done = explain_into(f"-o {spelling} >> log", a, b, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().startswith("an earlier line\nA ")
+
+
+def test_a_symlink_loop_and_an_input_given_to_o_are_usage_errors(tmp_path: Path) -> None:
+    a, b = pair(tmp_path)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    done = explain_into("-o loop", a, b, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("Error: loop: ")
+    # sif query reads its FILES while it writes: -o one of them would empty it first.
+    query = subprocess.run(
+        [sys.executable, "-m", "sif", "query", "--index", str(tmp_path / "ix"), a, "-o", a],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert query.returncode == 2
+    assert query.stderr.splitlines()[-1] == (
+        f"Error: {a}: also an input (it would be emptied before it is read)"
+    )
+    assert a.stat().st_size > 0
 
 
 def test_an_empty_output_path_is_a_usage_error(tmp_path: Path) -> None:

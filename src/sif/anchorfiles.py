@@ -31,7 +31,8 @@ def load_anchors(path: str | os.PathLike[str]) -> AnchorSet:
 
 
 def save_anchors(anchors: AnchorSet, path: str | os.PathLike[str]) -> None:
-    """Write ``anchors`` to ``path`` (JSON, atomically: a temporary file then a rename)."""
+    """Write ``anchors`` to ``path`` (JSON; as :func:`sif.outfile.written_text` writes: no cut
+    file left when it fails)."""
     with written_text(path) as f:
         f.write(anchors.to_json())
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import io
 import os
 import re
+import select
 import stat
 import sys
 from collections.abc import Iterator
@@ -49,14 +51,21 @@ def _failed(path: str, exc: OSError) -> OutputFileError:
     return OutputFileError(f"{display_path(path)}: {cause_of(exc)}")
 
 
-_DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/self/fd|proc/(\d+)/fd)/(\d+)")
+_DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/self/fd|proc/thread-self/fd|proc/(\d+)/fd)/(\d+)")
 _NAMED = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_STREAMS = {0: "standard input", 1: "standard output", 2: "standard error"}
+
+CLOSED_AT_START: set[int] = set()
+"""Standard descriptors the process was started without (``/dev/null`` holds their numbers:
+:mod:`sif.cli.streams`); ``-o /dev/stderr`` there is an error, not a silent ``/dev/null``."""
 
 
 def descriptor_of(path: str) -> int | None:
     """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/3``,
-    ``/proc/self/fd/3``), or ``None``."""
-    norm = os.path.normpath(path)
+    ``/proc/self/fd/3``, however spelt: ``//dev/stdout``, ``../dev/stdout``), or ``None``."""
+    norm = os.path.abspath(path)
+    if norm.startswith("//"):  # POSIX keeps a leading "//"; Linux reads it as "/"
+        norm = "/" + norm.lstrip("/")
     if norm in _NAMED:
         return _NAMED[norm]
     m = _DESCRIPTOR.fullmatch(norm)
@@ -65,18 +74,39 @@ def descriptor_of(path: str) -> int | None:
     return int(m.group(2))
 
 
+def check_descriptor(path: str, fd: int) -> str | None:
+    """Why ``path`` (descriptor ``fd``) cannot take a report, or ``None``: closed, or not
+    open for writing."""
+    if fd in CLOSED_AT_START:
+        return f"{_STREAMS[fd]} is closed"
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError as exc:
+        return "not an open descriptor" if exc.errno == errno.EBADF else cause_of(exc)
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        return "not open for writing"
+    return None
+
+
 class _File(io.FileIO):
     """The file written: a failed write or close is an :class:`OutputFileError` naming the
     path given (and only those: an ``OSError`` of the code making the report passes as it
-    is)."""
+    is). A closed pipe stays a ``BrokenPipeError`` (a reader that went away: sif stops
+    quietly, as on standard output); a descriptor left non-blocking is waited on."""
 
     shown = ""
 
     def write(self, data: Any, /) -> int:
-        try:
-            return super().write(data)
-        except OSError as exc:
-            raise _failed(self.shown, exc) from exc
+        while True:
+            try:
+                done = super().write(data)
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                raise _failed(self.shown, exc) from exc
+            if done is not None:
+                return done
+            select.select([], [self.fileno()], [])  # EAGAIN
 
     def close(self) -> None:
         try:
@@ -85,24 +115,32 @@ class _File(io.FileIO):
             raise _failed(self.shown, exc) from exc
 
 
-def _open(path: str) -> tuple[int, bool, bool]:
-    """``path`` opened for writing as ``>`` would: (descriptor, created, truncated)."""
+class _Opened:
+    """``path`` opened for writing as ``>`` would open it (see :func:`_open`)."""
+
+    def __init__(self, fd: int, made: str | None = None, truncated: bool = False) -> None:
+        self.fd = fd
+        self.made = made  # the path of the file this run created (removed on a failure)
+        self.truncated = truncated  # an existing regular file (left empty on a failure)
+
+
+def _open(path: str) -> _Opened:
     flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY
     fd = descriptor_of(path)
     if fd is not None:  # bash's rule: the descriptor itself, not the file reopened
-        return os.dup(fd), False, False
+        why = check_descriptor(path, fd)
+        if why is not None:
+            raise OutputFileError(f"{display_path(path)}: {why}")
+        return _Opened(os.dup(fd))
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        st = None
-    if st is None:
-        try:
-            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666), True, False
-        except FileExistsError:  # a dangling symbolic link: its target is created, as by `>`
-            return os.open(path, flags | os.O_CREAT | os.O_TRUNC, 0o666), False, True
+        # A new file; through a dangling symbolic link, its target (as `>` makes it).
+        made = os.path.realpath(path) if os.path.islink(path) else path
+        return _Opened(os.open(made, flags | os.O_CREAT | os.O_EXCL, 0o666), made=made)
     if stat.S_ISREG(st.st_mode):
-        return os.open(path, flags | os.O_TRUNC), False, True
-    return os.open(path, flags), False, False  # a FIFO, a device: written into
+        return _Opened(os.open(path, flags | os.O_TRUNC), truncated=True)
+    return _Opened(os.open(path, flags))  # a FIFO, a device: written into
 
 
 @contextlib.contextmanager
@@ -121,46 +159,54 @@ def written_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
 
 @contextlib.contextmanager
 def _output(path: str, text: bool) -> Iterator[Any]:
-    std = descriptor_of(path)
-    if std in (1, 2):  # sif's own stream: what it does on a failure or a closed pipe
-        stream = sys.stdout if std == 1 else sys.stderr
-        if stream is not None:
-            stream.flush()
-            yield stream if text else stream.buffer
-            stream.flush()
-            return
-    fd, created, truncated = -1, False, False
+    if descriptor_of(path) == 1 and 1 not in CLOSED_AT_START and sys.stdout is not None:
+        # sif's own standard output: its order with what else it printed, and its rules
+        # for a full disk and a closed pipe.
+        sys.stdout.flush()
+        yield sys.stdout if text else sys.stdout.buffer
+        sys.stdout.flush()
+        return
+    if descriptor_of(path) == 2 and sys.stderr is not None:
+        sys.stderr.flush()  # what it printed first comes first
+    opened: _Opened | None = None
+    keep = -1  # a second descriptor of a regular file: to empty it after any close
+    mine: os.stat_result | None = None
     raw: _File | None = None
     out: Any = None
-    mine: os.stat_result | None = None
     try:
         try:
-            fd, created, truncated = _open(path)
+            opened = _open(path)
         except OSError as exc:
             raise _failed(path, exc) from exc
-        mine = os.fstat(fd)
-        raw = _File(fd, "wb")
+        if opened.made is not None or opened.truncated:
+            keep = os.dup(opened.fd)
+            mine = os.fstat(keep)
+        raw = _File(opened.fd, "wb")
         raw.shown = path
         out = io.BufferedWriter(raw)
         if text:
             out = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape")
         yield out
-        out.close()  # flushes: a failure here is a write error, named
+        out.flush()  # a failure here is a write error, named, with the file still open
+        out.close()
     except BaseException:
         # Nothing more is written: what is buffered is dropped (a flush could block on a
         # stalled FIFO, or fail and hide the error on its way up).
-        if truncated:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
         if raw is not None:
             with contextlib.suppress(Exception):
                 io.FileIO.close(raw)
             with contextlib.suppress(Exception):
                 out.close()  # its file closed: nothing to flush, now or when collected
-        elif fd >= 0:
-            os.close(fd)
-        if created and mine is not None:
+        elif opened is not None:
+            os.close(opened.fd)
+        if keep >= 0 and opened is not None and opened.truncated:
             with contextlib.suppress(OSError):
-                if os.path.samestat(os.lstat(path), mine):  # still the file this run made
-                    os.unlink(path)
+                os.ftruncate(keep, 0)
+        if opened is not None and opened.made is not None and mine is not None:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.lstat(opened.made), mine):  # still the file it made
+                    os.unlink(opened.made)
         raise
+    finally:
+        if keep >= 0:
+            os.close(keep)

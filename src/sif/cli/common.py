@@ -249,22 +249,40 @@ def check_paths(paths: Iterable[str], what: str = "PATH") -> None:
             raise click.UsageError(f"{what} {display_path(path)}: not a valid path") from None
 
 
-def check_output_file(path: str) -> None:
+def check_output_file(path: str, inputs: Iterable[str] = ()) -> None:
     """A usage error, before any work, when ``path`` cannot be written: empty, a directory, a
     file that is not writable, or a new file whose directory is missing or read-only
-    (written as ``>`` would, :mod:`sif.outfile`; ``/dev/stdout`` and ``/dev/fd/N`` are
-    checked when written)."""
-    from sif.outfile import descriptor_of
+    (written as ``>`` would, :mod:`sif.outfile`), one of ``inputs`` (read lazily, after the
+    file is emptied), or a descriptor (``/dev/stdout``, ``/dev/fd/N``) that is not open
+    for writing."""
+    from sif.outfile import cause_of, check_descriptor, descriptor_of
 
     if not path:
         raise click.UsageError("-o/--output: an empty path")
-    if descriptor_of(path) is not None:
+    fd = descriptor_of(path)
+    if fd is not None:  # sif's own descriptor (as bash has it): open, and for writing
+        why = check_descriptor(path, fd)
+        if why is not None:
+            raise click.UsageError(f"{display_path(path)}: {why}")
         return
-    if os.path.isdir(path):
-        raise click.UsageError(f"{display_path(path)}: is a directory")
-    if os.path.exists(path):  # written in place: the file's permission decides
-        if not os.access(path, os.W_OK):
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a loop of symbolic links, a component that is a file
+        raise click.UsageError(f"{display_path(path)}: {cause_of(exc)}") from None
+    else:
+        if os.path.isdir(path):
+            raise click.UsageError(f"{display_path(path)}: is a directory")
+        if not os.access(path, os.W_OK):  # written in place: the file's permission decides
             raise click.UsageError(f"{display_path(path)}: not writable")
+        for name in inputs:  # `sort x > x`: emptied before it is read
+            with contextlib.suppress(OSError, ValueError):
+                if os.path.samefile(name, path):
+                    raise click.UsageError(
+                        f"{display_path(path)}: also an input (it would be emptied before "
+                        "it is read)"
+                    )
         return
     parent = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(parent):

@@ -137,7 +137,7 @@ def query(
     mode = normalize_from_options(normalize, raw)
     check_paths(files, "FILE")
     if output is not None:
-        check_output_file(output)
+        check_output_file(output, inputs=[f for f in files if f != "-"])
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:

@@ -32,6 +32,7 @@ import select
 import sys
 from typing import Any
 
+from sif import outfile
 from sif.errors import SifError
 
 BUFFER = 1 << 16
@@ -139,6 +140,7 @@ def _raw(stream: Any) -> Stream | None:
 def install() -> None:
     """The standard streams of this process as the module says; once, at its start."""
     closed = _reserve_standard_descriptors()
+    outfile.CLOSED_AT_START.update(closed)
     if 0 in closed and sys.stdin is None:
         sys.stdin = io.TextIOWrapper(
             io.BufferedReader(Closed("standard input")), "utf-8", "surrogateescape"

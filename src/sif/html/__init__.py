@@ -63,7 +63,7 @@ def page(
 
 
 def write_page(text: str, path: str | None) -> None:
-    """Write a page to ``path`` (beside it first, then renamed over), or to stdout."""
+    """Write a page to ``path`` (:func:`sif.outfile.written_text`), or to stdout."""
     import sys
 
     if path is None:
