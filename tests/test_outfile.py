@@ -392,3 +392,55 @@ def test_an_empty_output_path_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == "Error: -o/--output: an empty path"
     assert done.stdout == ""
+
+
+def test_out_of_descriptors_after_the_file_is_made_removes_it_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "r.txt"
+
+    def no_more(fd: int) -> int:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(os, "dup", no_more)
+    with pytest.raises(OutputFileError) as caught, written(out) as f:
+        f.write(b"never")
+    assert str(caught.value) == f"{out}: {os.strerror(errno.EMFILE)}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [("/dev/fd/2147483648", "not an open descriptor"), ("out/", "is a directory")],
+)
+def test_an_impossible_descriptor_or_a_new_directory_is_a_usage_error(
+    tmp_path: Path, target: str, why: str
+) -> None:
+    a, b = pair(tmp_path)
+    done = explain_into(f"-o {target}", a, b, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"Error: {target}: {why}"
+
+
+@pytest.mark.parametrize("command", ["query", "similar"])
+def test_o_inside_the_index_is_a_usage_error_and_the_index_stays(
+    tmp_path: Path, command: str
+) -> None:
+    # Its files are mapped and read while the report is written: emptied, they ended
+    # sif query with SIGBUS and lost the index.
+    a, b = pair(tmp_path)
+    index = tmp_path / "ix"
+    sif = [sys.executable, "-m", "sif"]
+    subprocess.run([*sif, "index", "-q", "--index", index, a, b], check=True, timeout=120)
+    victim = next((index / "segments").glob("seg-*/fp.npy"))
+    size = victim.stat().st_size
+    args = [a] if command == "query" else [tmp_path]
+    done = subprocess.run(
+        [*sif, command, "--index", index, *args, "-o", victim],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"Error: {victim}: inside the index {index}"
+    assert victim.stat().st_size == size

@@ -81,6 +81,8 @@ def check_descriptor(path: str, fd: int) -> str | None:
         return f"{_STREAMS[fd]} is closed"
     try:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OverflowError:  # /dev/fd/2147483648
+        return "not an open descriptor"
     except OSError as exc:
         return "not an open descriptor" if exc.errno == errno.EBADF else cause_of(exc)
     if flags & os.O_ACCMODE == os.O_RDONLY:
@@ -178,9 +180,12 @@ def _output(path: str, text: bool) -> Iterator[Any]:
             opened = _open(path)
         except OSError as exc:
             raise _failed(path, exc) from exc
-        if opened.made is not None or opened.truncated:
-            keep = os.dup(opened.fd)
-            mine = os.fstat(keep)
+        try:
+            mine = os.fstat(opened.fd)
+            if opened.made is not None or opened.truncated:
+                keep = os.dup(opened.fd)
+        except OSError as exc:  # out of descriptors: the file it made still goes
+            raise _failed(path, exc) from exc
         raw = _File(opened.fd, "wb")
         raw.shown = path
         out = io.BufferedWriter(raw)

@@ -4,6 +4,7 @@ never another exception (hypothesis over damaged files), in both segment layouts
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -99,3 +100,25 @@ def test_damage_is_index_corrupt_or_caught_by_the_checksum(
             verify_segment(str(d), check)
     else:
         verify_segment(str(d), check)
+
+
+@pytest.mark.parametrize("err", [errno.EMFILE, errno.EACCES])
+def test_an_array_the_process_cannot_open_is_not_called_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, err: int
+) -> None:
+    # "run with --rebuild" would be wrong advice for a low `ulimit -n` (sif query said it).
+    from sif.errors import IndexUnusable
+    from sif.index import checks
+
+    path = tmp_path / "fp.npy"
+    np.save(path, np.arange(10, dtype=np.uint32))
+    assert len(checks.load_array(str(path), [np.dtype(np.uint32)])) == 10
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(checks, "open", refuse, raising=False)
+    with pytest.raises(IndexUnusable) as caught:
+        checks.load_array(str(path), [np.dtype(np.uint32)])
+    assert not isinstance(caught.value, IndexCorrupt)
+    assert str(caught.value) == f"{path}: {os.strerror(err)}"

@@ -249,16 +249,23 @@ def check_paths(paths: Iterable[str], what: str = "PATH") -> None:
             raise click.UsageError(f"{what} {display_path(path)}: not a valid path") from None
 
 
-def check_output_file(path: str, inputs: Iterable[str] = ()) -> None:
+def check_output_file(path: str, inputs: Iterable[str] = (), index: str | None = None) -> None:
     """A usage error, before any work, when ``path`` cannot be written: empty, a directory, a
     file that is not writable, or a new file whose directory is missing or read-only
     (written as ``>`` would, :mod:`sif.outfile`), one of ``inputs`` (read lazily, after the
-    file is emptied), or a descriptor (``/dev/stdout``, ``/dev/fd/N``) that is not open
-    for writing."""
+    file is emptied), a path in the ``index`` directory (its files are mapped and read
+    while the report is written: emptied, they would end the run with SIGBUS and lose
+    the index), or a descriptor (``/dev/stdout``, ``/dev/fd/N``) that is not open for
+    writing."""
     from sif.outfile import cause_of, check_descriptor, descriptor_of
 
     if not path:
         raise click.UsageError("-o/--output: an empty path")
+    if index is not None:
+        where = os.path.realpath(path)
+        top = os.path.realpath(index)
+        if where == top or where.startswith(top.rstrip(os.sep) + os.sep):
+            raise click.UsageError(f"{display_path(path)}: inside the index {display_path(index)}")
     fd = descriptor_of(path)
     if fd is not None:  # sif's own descriptor (as bash has it): open, and for writing
         why = check_descriptor(path, fd)
@@ -268,7 +275,8 @@ def check_output_file(path: str, inputs: Iterable[str] = ()) -> None:
     try:
         os.stat(path)
     except FileNotFoundError:
-        pass
+        if path.endswith(os.sep):
+            raise click.UsageError(f"{display_path(path)}: is a directory") from None
     except OSError as exc:  # a loop of symbolic links, a component that is a file
         raise click.UsageError(f"{display_path(path)}: {cause_of(exc)}") from None
     else:

@@ -137,7 +137,10 @@ def query(
     mode = normalize_from_options(normalize, raw)
     check_paths(files, "FILE")
     if output is not None:
-        check_output_file(output, inputs=[f for f in files if f != "-"])
+        from sif.index.store import default_index_path
+
+        inputs = [f for f in files if f != "-"]
+        check_output_file(output, inputs=inputs, index=index or default_index_path())
     warnings = WarningCounter(quiet)
     reader = open_reader(index)
     try:

@@ -178,7 +178,9 @@ def similar(
             "--sets has no csv form (csv lists pairs): use --format text or json with --sets"
         )
     if output is not None:
-        check_output_file(output)
+        from sif.index.store import default_index_path
+
+        check_output_file(output, index=index or default_index_path())
     if dirs and sets is not None:
         raise click.UsageError("--dirs lists pairs of directories: it takes no --sets")
     if dirs and fmt == "html":

@@ -11,6 +11,7 @@ passes: a reader retries when a writer retired what it was opening.
 
 from __future__ import annotations
 
+import errno
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -19,12 +20,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sif.errors import IndexCorrupt
+from sif.errors import IndexCorrupt, IndexUnusable
 
 Check = dict[str, list[Any]]
 """The checks of a segment's files: file name -> ``[bytes, XXH3-128 hex digest]``."""
 
 _CHUNK = 1 << 20
+
+
+#: An array that cannot be opened for one of these is not damaged: "run with --rebuild"
+#: would be wrong advice (a low ``ulimit -n`` made sif query say it).
+_NOT_DAMAGE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EACCES, errno.EPERM})
 
 
 def corrupt(path: str, cause: str) -> IndexCorrupt:
@@ -119,6 +125,10 @@ def load_array(path: str, dtypes: Sequence[np.dtype[Any]]) -> npt.NDArray[Any]:
             offset = f.tell()
     except FileNotFoundError:
         raise
+    except OSError as exc:
+        if exc.errno in _NOT_DAMAGE:  # the process's limits or rights, not the index's state
+            raise IndexUnusable(f"{path}: {exc.strerror or exc}") from exc
+        raise corrupt(path, f"unreadable array header: {cause_of(exc)}") from exc
     except Exception as exc:  # whatever a damaged header raises
         raise corrupt(path, f"unreadable array header: {cause_of(exc)}") from exc
     if dtype not in dtypes or len(shape) != 1 or dtype.hasobject:
