@@ -16,7 +16,6 @@ the traceback.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import io
 import os
@@ -215,9 +214,9 @@ def describe_exception(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "out of memory"
     if isinstance(exc, OSError):
-        cause = exc.strerror or str(exc)
-        if exc.errno == errno.ENOSPC:
-            cause = "no space left on device"
+        from sif.outfile import cause_of
+
+        cause = cause_of(exc)
         if exc.filename is not None:
             return f"{display_path(os.fsdecode(exc.filename))}: {cause}"
         return cause

@@ -25,7 +25,6 @@ closed"; standard error is dropped.
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import select
@@ -89,8 +88,7 @@ class Stream(io.RawIOBase):
                 self.failed = True
                 if not self._strict:
                     return size
-                cause = "no space left on device" if exc.errno == errno.ENOSPC else exc.strerror
-                raise OutputError(f"{self.name}: {cause or exc}") from exc
+                raise OutputError(f"{self.name}: {outfile.cause_of(exc)}") from exc
 
 
 class Closed(io.RawIOBase):
