@@ -48,7 +48,7 @@ setup(
             "sif.index._readc",
             ["src/sif/index/_readc.c"],
             depends=["src/sif/_hiddenlist.h"],
-            extra_compile_args=["-O2"],
+            extra_compile_args=["-O3"],
             optional=True,
         ),
         Extension(

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from sif.content import ContentOptions
 from sif.fingerprint import make_params, small_limit
-from sif.index import scan_entries
+from sif.index import scan, scan_entries
 from sif.index.build import DEFAULT_PARAMS
 from sif.index.scan import scan_plain_files
 from treeutil import write
@@ -271,3 +271,100 @@ def test_the_compiled_reads_refuse_a_bad_item_and_close_nothing_else(tmp_path: P
     finally:
         os.close(kept)
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+MAGICS = [
+    b"\x1f\x8b",
+    b"\xfd7zXZ\x00",
+    b"\x28\xb5\x2f\xfd",
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"\x7fELF",
+    b"BZh91AY&SY",
+    b"BZh1\x17rE8P\x90",
+    b"BZh01AY&SY",  # not bzip2: the digit must be 1-9
+    b"%!",
+    b"\xef\xbb\xbf%!",
+    b"\x04%!",
+    b"\xef\xbb\xbf",
+]
+
+
+@st.composite
+def heads(draw: st.DrawFn) -> bytes:
+    """Bytes that meet every branch of the sniffing: magic numbers (whole or cut), a tar
+    header's ``ustar`` at 257, NULs, control bytes around the 30% line, UTF-8."""
+    if draw(st.integers(0, 3)) == 0:  # one byte value at the 30% line: its class decides
+        n = draw(st.integers(1, 300))
+        k = int(0.3 * n) + draw(st.integers(0, 1))
+        byte = bytes([draw(st.integers(1, 255))])
+        return byte * k + b"a" * (n - k)
+    prefix = draw(st.sampled_from([b"", *MAGICS]))
+    prefix = prefix[: draw(st.integers(0, len(prefix)))] if draw(st.booleans()) else prefix
+    controls = bytes([*range(32), 127])
+    alphabet = draw(st.sampled_from([b"ab \n", controls + b"ab", b"\x00a", b"\xc3\xa9e"]))
+    if draw(st.booleans()):
+        body = draw(st.lists(st.sampled_from(list(alphabet)), max_size=300).map(bytes))
+    else:
+        body = draw(st.binary(max_size=400))
+    head = prefix + body
+    if draw(st.booleans()):  # a tar header's magic (the head made long enough for it)
+        head = head.ljust(257, b"a")[:257] + b"ustar" + head[262:]
+    return head
+
+
+@pytest.mark.skipif(scan._readc is None, reason="the C reads are not built")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(heads(), max_size=12), st.sampled_from(["auto", "raw", "unpack"]))
+def test_the_batch_kinds_are_plain_kind_s(blobs: list[bytes], mode: str) -> None:
+    # head_classes (C, one pass) against sif.content.plain_kind a file at a time, on the
+    # same buffer; a file not read (length -1) is never kept.
+    from sif.content import plain_kind
+
+    raw = bytearray()
+    slots, lengths = [], []
+    for k, blob in enumerate(blobs):
+        slots.append(len(raw))
+        raw += blob + b"\xff"  # a slot a byte larger than its file, as read_files makes it
+        lengths.append(-1 if k % 5 == 4 else len(blob))
+    files = [(f"f{k}", 0, 0) for k in range(len(blobs))]
+    expected = [
+        (k, kind)
+        for k, blob in enumerate(blobs)
+        if lengths[k] >= 0 and (kind := plain_kind(blob[:8192], f"f{k}", mode)) is not None
+    ]
+    index, kinds = scan._plain_kinds(raw, slots, lengths, files, mode)
+    assert list(zip(index, kinds, strict=True)) == expected
+
+
+def test_the_batch_kinds_of_long_heads_look_at_the_first_8192_bytes() -> None:
+    # Control bytes past the sample do not make a file binary; within it they do.
+    from sif.content import plain_kind
+
+    text, odd = b"a" * 8192, b"\x01" * 8192
+    blobs = [text + odd, odd + text, b"\x01" * 2457 + b"a" * 5735, b"\x01" * 2458 + b"a" * 5734]
+    raw = bytearray(b"".join(b + b"\0" for b in blobs))
+    slots = [0]
+    for b in blobs[:-1]:
+        slots.append(slots[-1] + len(b) + 1)
+    lengths = [len(b) for b in blobs]
+    files = [(f"f{k}", 0, 0) for k in range(len(blobs))]
+    index, kinds = scan._plain_kinds(raw, slots, lengths, files, "auto")
+    assert index == [0, 1, 2, 3]
+    assert kinds == [plain_kind(b[:8192], "", "auto") for b in blobs]
+    assert kinds == ["text", "binary", "text", "binary"]
+
+
+@pytest.mark.skipif(scan._readc is None, reason="the C reads are not built")
+@pytest.mark.parametrize("mode", ["auto", "raw"])
+def test_the_batch_kinds_class_every_byte_value_as_plain_kind_does(mode: str) -> None:
+    # Each value 1-255 as 31% of a head (binary when it is a control byte) and as 29%.
+    from sif.content import plain_kind
+
+    blobs = [bytes([v]) * k + b"a" * (100 - k) for v in range(1, 256) for k in (29, 31)]
+    raw = bytearray(b"".join(blobs))
+    slots = list(range(0, 100 * len(blobs), 100))
+    files = [(f"f{k}", 0, 0) for k in range(len(blobs))]
+    index, kinds = scan._plain_kinds(raw, slots, [100] * len(blobs), files, mode)
+    expected = [(k, plain_kind(b, "", mode)) for k, b in enumerate(blobs)]
+    assert list(zip(index, kinds, strict=True)) == [e for e in expected if e[1] is not None]

@@ -28,6 +28,7 @@ from sif.core.rolling import as_bytes_array
 from sif.core.windows import WindowSample, distinct, fold32, window_values
 from sif.events import ScanWarning, WarningSink, ignore_warning
 from sif.fileio import open_regular, open_regular_file
+from sif.filetypes import BINARY, TEXT
 from sif.fingerprint import FingerprintParams, fingerprint_batch, fingerprint_reader, small_limit
 
 if TYPE_CHECKING:
@@ -291,35 +292,80 @@ def read_plain(
     raw, slots, lengths = read(list(files), limit)
     buf = np.frombuffer(raw, dtype=np.uint8)
     view = memoryview(raw)
-    kept: list[tuple[int, int, int, str]] = []  # (index, start, end, kind)
-    for i, (pos, got) in enumerate(zip(slots, lengths, strict=True)):
-        if got >= 0:
-            head = bytes(view[pos : pos + min(got, SAMPLE_SIZE)])
-            kind = plain_kind(head, files[i][0], content.normalize)
-            if kind is not None:
-                kept.append((i, pos, pos + got, kind))
-    if not kept:
+    index, kinds = _plain_kinds(raw, slots, lengths, files, content.normalize)
+    if not index:
         return PlainScan([], [], [], [], [], np.empty(0, np.uint32), [0])
-    starts = np.array([k[1] for k in kept], dtype=np.int64)
-    ends = np.array([k[2] for k in kept], dtype=np.int64)
+    starts = np.asarray(slots, dtype=np.int64)[index]
+    ends = starts + np.asarray(lengths, dtype=np.int64)[index]
     values, counts = fingerprint_batch(params, buf, starts, ends, anchors)
     stored = fold32(values)
-    bounds = np.zeros(len(kept) + 1, dtype=np.int64)
+    bounds = np.zeros(len(index) + 1, dtype=np.int64)
     np.cumsum(counts, out=bounds[1:])
     # Distinct values per file: one sort of (file, value) keys for the batch.
-    owner = np.repeat(np.arange(len(kept), dtype=np.uint64), counts)
+    owner = np.repeat(np.arange(len(index), dtype=np.uint64), counts)
     keys = distinct((owner << np.uint64(32)) | stored.astype(np.uint64))
-    per_file = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(kept))
+    per_file = np.bincount((keys >> np.uint64(32)).astype(np.int64), minlength=len(index))
     blake = blake3.blake3
     return PlainScan(
-        [k[0] for k in kept],
-        [k[3] for k in kept],
-        [blake(view[start:end]).digest() for _, start, end, _ in kept],
+        index,
+        kinds,
+        [blake(view[a:z]).digest() for a, z in zip(starts.tolist(), ends.tolist(), strict=True)],
         (ends - starts).tolist(),
         per_file.tolist(),
         stored,
         bounds.tolist(),
     )
+
+
+#: :func:`sif.content.plain_kind` by the class ``_readc.head_classes`` gives a head
+#: (2 * magic + binary; magic 0 none, 1 a compression or an archive, 2 ELF or
+#: PostScript), for the modes it serves; ``None``: not a plain file.
+_KIND_BY_CLASS: dict[str, tuple[str | None, ...]] = {
+    "raw": (TEXT, BINARY, TEXT, BINARY, TEXT, BINARY),
+    "auto": (TEXT, BINARY, None, None, None, None),
+    "unpack": (TEXT, BINARY, None, None, TEXT, BINARY),
+}
+
+
+def _plain_kinds(
+    raw: bytearray,
+    slots: list[int],
+    lengths: list[int],
+    files: Sequence[tuple[str, int, int]],
+    mode: str,
+) -> tuple[list[int], list[str]]:
+    """The files read whole (``lengths[i] >= 0``) that :func:`sif.content.plain_kind` calls
+    plain under normalisation ``mode``: their positions in ``files`` and their kinds.
+
+    For ``raw``, ``auto`` and ``unpack``, one C pass over the heads decides them all
+    (``_readc.head_classes``: the same magic numbers and text test; 0.33 us a file
+    with this loop against 3.55 us for ``plain_kind``'s, on 20,000 small files);
+    ``code`` keeps none; ``markup``, whose test
+    is the sniffer's regular expressions, and a build without the C module ask
+    :func:`plain_kind` a file at a time.
+    """
+    if mode == "code":
+        return [], []
+    table = _KIND_BY_CLASS.get(mode)
+    if table is not None and _readc is not None:
+        codes = _readc.head_classes(raw, slots, lengths, SAMPLE_SIZE)
+        index, kinds = [], []
+        for i, c in enumerate(codes):
+            kind = table[c] if c < 6 else None
+            if kind is not None:
+                index.append(i)
+                kinds.append(kind)
+        return index, kinds
+    view = memoryview(raw)
+    index, kinds = [], []
+    for i, (pos, got) in enumerate(zip(slots, lengths, strict=True)):
+        if got >= 0:
+            head = bytes(view[pos : pos + min(got, SAMPLE_SIZE)])
+            kind = plain_kind(head, files[i][0], mode)
+            if kind is not None:
+                index.append(i)
+                kinds.append(kind)
+    return index, kinds
 
 
 def _read_py(
