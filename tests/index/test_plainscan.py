@@ -368,3 +368,13 @@ def test_the_batch_kinds_class_every_byte_value_as_plain_kind_does(mode: str) ->
     index, kinds = scan._plain_kinds(raw, slots, [100] * len(blobs), files, mode)
     expected = [(k, plain_kind(b, "", mode)) for k, b in enumerate(blobs)]
     assert list(zip(index, kinds, strict=True)) == [e for e in expected if e[1] is not None]
+
+
+def test_a_c_module_built_before_head_classes_falls_back_to_plain_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An older _readc (the source updated, not rebuilt): the kinds a file at a time.
+    monkeypatch.setattr(scan, "_readc", object())
+    raw = bytearray(b"text\n\xff\x00bin\xff\x1f\x8bgz\xff")
+    index, kinds = scan._plain_kinds(raw, [0, 6, 11], [5, 4, 4], [("a", 0, 0)] * 3, "auto")
+    assert (index, kinds) == ([0, 1], ["text", "binary"])

@@ -254,8 +254,12 @@ static PyObject *head_classes(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *out = NULL;
     Py_ssize_t n = PyList_GET_SIZE(starts);
-    if (PyList_GET_SIZE(lengths) != n || sample < 0) {
+    if (PyList_GET_SIZE(lengths) != n) {
         PyErr_SetString(PyExc_ValueError, "head_classes(): starts and lengths differ");
+        goto done;
+    }
+    if (sample < 0) {
+        PyErr_SetString(PyExc_ValueError, "head_classes(): a negative sample");
         goto done;
     }
     out = PyBytes_FromStringAndSize(NULL, n);
@@ -264,8 +268,12 @@ static PyObject *head_classes(PyObject *self, PyObject *args) {
     unsigned char *code = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(starts, i));
+        if (start == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            goto done;
+        }
         Py_ssize_t got = PyLong_AsSsize_t(PyList_GET_ITEM(lengths, i));
-        if (PyErr_Occurred()) {
+        if (got == -1 && PyErr_Occurred()) {
             Py_CLEAR(out);
             goto done;
         }

@@ -347,8 +347,9 @@ def _plain_kinds(
     if mode == "code":
         return [], []
     table = _KIND_BY_CLASS.get(mode)
-    if table is not None and _readc is not None:
-        codes = _readc.head_classes(raw, slots, lengths, SAMPLE_SIZE)
+    classes = getattr(_readc, "head_classes", None)  # None: not built, or built before it
+    if table is not None and classes is not None:
+        codes = classes(raw, slots, lengths, SAMPLE_SIZE)
         index, kinds = [], []
         for i, c in enumerate(codes):
             kind = table[c] if c < 6 else None
