@@ -176,6 +176,22 @@ def many_groups(root: Path, n: int = 3000) -> Path:
     return root
 
 
+def interrupt_when_stalled(proc: subprocess.Popen[bytes], what: str) -> None:
+    """Ctrl-C ``proc`` once it waits in a write to a full pipe (``what``); it must end at
+    once, 130, saying nothing."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(f"/proc/{proc.pid}/wchan") as f:
+            if "pipe" in f.read():
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"sif never blocked on {what}")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) == 130
+    assert proc.stderr is not None and proc.stderr.read() == b""
+
+
 @pytest.mark.parametrize("unbuffered", ["", "1"])
 def test_ctrl_c_while_standard_output_is_stalled_exits_130_at_once(
     tmp_path: Path, unbuffered: str
@@ -193,17 +209,7 @@ def test_ctrl_c_while_standard_output_is_stalled_exits_130_at_once(
     )
     os.close(w)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # until it waits in a write to the full pipe
-            with open(f"/proc/{proc.pid}/wchan") as f:
-                if "pipe" in f.read():
-                    break
-            time.sleep(0.05)
-        else:
-            pytest.fail("sif never blocked on its standard output")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 130
-        assert proc.stderr is not None and proc.stderr.read() == b""
+        interrupt_when_stalled(proc, "its standard output")
     finally:
         proc.kill()
         proc.wait()
@@ -244,17 +250,7 @@ def test_ctrl_c_while_a_fifo_given_to_o_is_stalled_exits_130_and_removes_nothing
     )
     reader = os.open(fifo, os.O_RDONLY)  # opened, never read
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with open(f"/proc/{proc.pid}/wchan") as f:
-                if "pipe" in f.read():
-                    break
-            time.sleep(0.05)
-        else:
-            pytest.fail("sif never blocked on the FIFO")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 130
-        assert proc.stderr is not None and proc.stderr.read() == b""
+        interrupt_when_stalled(proc, "the FIFO")
         assert stat.S_ISFIFO(fifo.lstat().st_mode)
     finally:
         proc.kill()

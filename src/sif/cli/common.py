@@ -172,6 +172,11 @@ def report_output() -> Iterator[BinaryIO]:
     Then the report goes through a buffer of :data:`REPORT_BUFFER` bytes over
     a duplicate of the descriptor, closed at the end (standard output itself
     stays open; a closed reader's ``BrokenPipeError`` comes from here).
+
+    In sif's own process standard output is always buffered already
+    (:mod:`sif.cli.streams`, which also names its write errors and drops what
+    it buffers on a Ctrl-C); this path serves a host that calls :func:`sif.cli.main`
+    in an unbuffered interpreter.
     """
     out = sys.stdout.buffer
     try:
