@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sif.core import exactsets
-from sif.core.exactkernels import bit_filter, bucket_offsets, probe_hits
+from sif.core.exactkernels import PROBE_BLOCK, bit_filter, bucket_offsets, probe_hits
 from textgen import text
 from treeutil import write
 
@@ -84,14 +84,18 @@ def test_small_files_inside_a_larger_one_are_found_without_a_shared_fingerprint(
     st.lists(st.binary(min_size=0, max_size=120), min_size=1, max_size=5),
     st.lists(st.integers(0, 4), min_size=0, max_size=6),
     st.binary(min_size=0, max_size=300),
+    st.integers(0, 3),
 )
 def test_probe_counts_each_owner_s_distinct_windows_held(
-    owners: list[bytes], pieces: list[int], noise: bytes
+    owners: list[bytes], pieces: list[int], noise: bytes, blocks: int
 ) -> None:
     window = 20  # short windows: small examples share some
     sets = [exactsets.window_set(o, window) for o in owners]
-    # A file of owners' bytes (some repeated) and noise.
-    data = noise[:50] + b"".join(owners[p % len(owners)] for p in pieces) + noise[50:]
+    # A file of owners' bytes (some repeated) and noise; with ``blocks``, after a run of
+    # zeros as long as that many of the probe's blocks of windows (and one byte more), so
+    # that the owners' windows fall across a block's end.
+    pad = b"\0" * (blocks * PROBE_BLOCK + blocks)
+    data = noise[:50] + pad + b"".join(owners[p % len(owners)] for p in pieces) + noise[50:]
     held = set(exactsets.window_set(data, window).tolist())
     values = np.concatenate(sets)
     own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])

@@ -107,6 +107,8 @@ def intersection_size(a: I64, b: I64) -> int:  # pragma: no cover
 
 
 _SIGN = np.uint64(0x8000000000000000)
+#: Windows whose filter words :func:`probe_hits` loads together.
+PROBE_BLOCK = 256
 
 
 @njit(cache=True, nogil=True)
@@ -224,37 +226,53 @@ def probe_hits(
     as ``s``); growing it here made the whole loop twice as slow (numba).
     ``hits`` (one counter an owner, all 0) is scratch and left all 0.
     Returns (owners, distinct entries of each held). One pass over ``data``
-    with nothing but the bitmap test for most windows (about 7 ns a byte for
-    a table of 80,000 entries).
+    with nothing but the bitmap test for most windows, made :data:`PROBE_BLOCK`
+    windows at a time: their values first, then their filter words with no
+    branch between the loads, so that many are in flight when the filter is
+    past the cache (a table of 12 M entries, a million files: a 34 MB filter,
+    15-17 ns a byte instead of 24-27, the same hits; 3 ns a byte at 1.2 M
+    entries either way).
     """
     shift = np.uint64(64 - bits)
     fshift = np.uint64(64 - fbits)
     ns = 0
     n = len(data)
+    m = max(n - window + 1, 0)
     h = np.uint64(0)
     for i in range(min(window, n)):
         h = h * base + np.uint64(data[i])
-    for i in range(max(n - window + 1, 0)):
-        u = h ^ _SIGN
-        if i + window < n:  # the next window's value, ahead of the lookups
-            h = (h - np.uint64(data[i]) * top) * base + np.uint64(data[i + window])
-        k = u >> fshift
-        mask = _filter_mask(u, k, fshift)
-        if f[k >> np.uint64(6)] & mask == mask:
+    us = np.empty(min(PROBE_BLOCK, m), dtype=np.uint64)
+    ok = np.empty(min(PROBE_BLOCK, m), dtype=np.uint8)
+    for lo in range(0, m, PROBE_BLOCK):
+        nb = min(PROBE_BLOCK, m - lo)
+        for j in range(nb):  # the block's values (the rolling hash: one chain)
+            i = lo + j
+            us[j] = h ^ _SIGN
+            if i + window < n:
+                h = (h - np.uint64(data[i]) * top) * base + np.uint64(data[i + window])
+        for j in range(nb):  # the filter's words, no branch between the loads
+            u = us[j]
+            k = u >> fshift
+            mask = _filter_mask(u, k, fshift)
+            ok[j] = (f[k >> np.uint64(6)] & mask) == mask
+        for j in range(nb):  # the few past the filter, in the windows' order
+            if not ok[j]:
+                continue
+            u = us[j]
             v = np.int64(u ^ _SIGN)
             b = np.int64(u >> shift)
             end = off[b + 1]
             for t in range(off[b], end):
                 if s[t] == v:
                     if stamp[t] != mark:  # first time in this file: the run of its owners
-                        j = t
-                        while j < end and s[j] == v:
+                        jj = t
+                        while jj < end and s[jj] == v:
                             if ns == len(seen):  # the caller's scratch is too short
                                 return seen[:0].copy(), seen[:0].copy(), False
-                            stamp[j] = mark
-                            seen[ns] = j
+                            stamp[jj] = mark
+                            seen[ns] = jj
                             ns += 1
-                            j += 1
+                            jj += 1
                     break  # a window the file repeats costs one test, whatever its owners
                 if s[t] > v:  # a bucket is sorted
                     break
