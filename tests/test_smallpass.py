@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,19 +82,21 @@ def test_small_files_inside_a_larger_one_are_found_without_a_shared_fingerprint(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.binary(min_size=0, max_size=120), min_size=1, max_size=5),
-    st.lists(st.integers(0, 4), min_size=0, max_size=6),
+    st.lists(st.binary(min_size=20, max_size=120), min_size=1, max_size=5),
+    st.binary(max_size=19),
+    st.lists(st.integers(0, 5), min_size=0, max_size=6),
     st.binary(min_size=0, max_size=300),
     st.integers(0, 3),
 )
 def test_probe_counts_each_owner_s_distinct_windows_held(
-    owners: list[bytes], pieces: list[int], noise: bytes, blocks: int
+    owners: list[bytes], short: bytes, pieces: list[int], noise: bytes, blocks: int
 ) -> None:
     window = 20  # short windows: small examples share some
+    owners = [*owners, short]  # and an owner with no window
     sets = [exactsets.window_set(o, window) for o in owners]
     # A file of owners' bytes (some repeated) and noise; with ``blocks``, after a run of
-    # zeros as long as that many of the probe's blocks of windows (and one byte more), so
-    # that the owners' windows fall across a block's end.
+    # zeros of that many of the probe's blocks of windows, a byte more each, so that the
+    # owners' windows begin at another place in a block.
     pad = b"\0" * (blocks * PROBE_BLOCK + blocks)
     data = noise[:50] + pad + b"".join(owners[p % len(owners)] for p in pieces) + noise[50:]
     held = set(exactsets.window_set(data, window).tolist())
@@ -128,6 +131,58 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
         want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}
         assert got == {i: c for i, c in want.items() if c}
         assert not hits.any()
+
+
+@pytest.mark.parametrize(
+    "m",
+    [
+        1,
+        2,
+        PROBE_BLOCK - 1,
+        PROBE_BLOCK,
+        PROBE_BLOCK + 1,
+        2 * PROBE_BLOCK - 1,
+        2 * PROBE_BLOCK,
+        2 * PROBE_BLOCK + 1,
+        3 * PROBE_BLOCK + 7,
+    ],
+)
+def test_probe_finds_every_window_about_the_ends_of_its_blocks(m: int) -> None:
+    """Random bytes (every window distinct) of ``m`` windows; one owner holds all of them,
+    and one more the few windows about each block's start: each owner's count is its set's
+    size, so a window lost, or a value made wrong, at a block's end shows. (From a review:
+    the property test above drew few examples that reach the blocks' ends.)"""
+    window = 20
+    data = np.random.default_rng(m).integers(0, 256, m + window - 1).astype(np.uint8)
+    sets = [exactsets.window_set(data.tobytes(), window)]
+    for lo in range(0, m, PROBE_BLOCK):
+        a, b = max(lo - 3, 0), min(lo + 3, m)
+        sets.append(exactsets.window_set(data[a : b + window - 1].tobytes(), window))
+    values = np.concatenate(sets)
+    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
+    order = np.argsort(values, kind="stable")
+    values, own = values[order], own[order]
+    bits = max(1, min(30, len(values).bit_length() - 1))
+    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
+    got_o, got_c, done = probe_hits(
+        data,
+        window,
+        np.uint64(exactsets.BASE),
+        exactsets._top_power(exactsets.BASE, window),
+        values,
+        own,
+        off,
+        bits,
+        f,
+        bits + 4,
+        np.zeros(len(values), dtype=np.uint16),
+        1,
+        np.zeros(len(sets), dtype=np.int32),
+        np.empty(len(values), dtype=np.int32),
+    )
+    assert done
+    got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
+    assert got == {i: len(x) for i, x in enumerate(sets)}
 
 
 def random_table() -> Any:
