@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sif.core import exactsets
-from sif.core.exactkernels import PROBE_BLOCK, bit_filter, bucket_offsets, probe_hits
+from sif.core.exactkernels import (
+    PROBE_BLOCK,
+    bit_filter,
+    bucket_offsets,
+    probe_files,
+    probe_hits,
+)
 from textgen import text
 from treeutil import write
 
@@ -183,6 +190,129 @@ def test_probe_finds_every_window_about_the_ends_of_its_blocks(m: int) -> None:
     assert done
     got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
     assert got == {i: len(x) for i, x in enumerate(sets)}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.binary(min_size=20, max_size=120), min_size=1, max_size=4),
+    st.lists(st.lists(st.integers(0, 4), max_size=4), min_size=1, max_size=6),
+    st.integers(1, 4),
+    st.integers(0, 3),
+)
+def test_probe_files_gives_each_file_s_hits_as_probe_hits_does(
+    owners: list[bytes], files: list[list[int]], max_mark: int, seen_len: int
+) -> None:
+    """Many files in one call: each file's (owner, count) as a call of probe_hits a file,
+    with marks that start again past ``max_mark``, and, when the scratch list is too
+    short, a stop at that file, from which the caller goes on with a longer list."""
+    window = 20
+    sets = [exactsets.window_set(o, window) for o in owners]
+    values = np.concatenate(sets)
+    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
+    order = np.argsort(values, kind="stable")
+    values, own = values[order], own[order]
+    bits = max(1, min(30, len(values).bit_length() - 1))
+    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
+    base = np.uint64(exactsets.BASE)
+    top = exactsets._top_power(exactsets.BASE, window)
+    datas = [b"#" * k + b"".join(owners[p % len(owners)] for p in ps) for k, ps in enumerate(files)]
+    want = []
+    for k, d in enumerate(datas):
+        o, c, _ = probe_hits(
+            np.frombuffer(d, dtype=np.uint8), window, base, top, values, own, off, bits, f,
+            bits + 4, np.zeros(len(values), dtype=np.uint16), 1,
+            np.zeros(len(sets), dtype=np.int32), np.empty(len(values), dtype=np.int32),
+        )  # fmt: skip
+        want += [(k, int(a), int(b)) for a, b in zip(o, c, strict=True)]
+    buf = np.frombuffer(b"".join(datas) or b"\0", dtype=np.uint8)
+    lengths = np.array([len(d) for d in datas], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    stamp = np.zeros(len(values), dtype=np.uint16)
+    hits = np.zeros(len(sets), dtype=np.int32)
+    seen = np.empty(seen_len, dtype=np.int32)
+    got: list[tuple[int, int, int]] = []
+    first, mark, calls = 0, 0, 0
+    while first < len(datas):
+        at, o, c, mark, first = probe_files(
+            buf, starts, lengths, first, window, base, top, values, own, off, bits, f,
+            bits + 4, stamp, mark, max_mark, hits, seen,
+        )  # fmt: skip
+        assert 1 <= mark <= max_mark
+        got += [(int(k), int(a), int(b)) for k, a, b in zip(at, o, c, strict=True)]
+        calls += 1
+        if first < len(datas):  # the caller's part: a clean stamp, a list long enough
+            assert len(seen) < len(values)
+            seen = np.empty(len(values), dtype=np.int32)
+            stamp[:] = 0
+            mark = 0
+    assert sorted(got) == sorted(want)
+    assert calls <= 2 and not hits.any()
+
+
+def test_plain_files_are_read_a_batch_at_a_time_and_the_rest_left_to_the_caller(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The reader of plain files: each file's bytes at its place in a batch's buffer; a
+    file larger than a batch alone; a file that is gone, or is a FIFO (never opened to
+    wait on it), a warning; one of another size than indexed left to the caller,
+    uncounted; the counts of files and bytes those read."""
+    from sif.events import ScanWarning
+    from sif.similar import smallpass
+
+    monkeypatch.setattr(smallpass, "PLAIN_BATCH_BYTES", 64)
+    contents = [b"a" * 10, b"b" * 30, b"c" * 200, b"", b"d" * 40, b"e" * 23]
+    paths = []
+    for i, c in enumerate(contents):
+        paths.append(str(tmp_path / f"f{i}"))
+        Path(paths[-1]).write_bytes(c)
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    gone = str(tmp_path / "gone")
+    items = [(10 + i, 100 + i, (p, p, "raw")) for i, p in enumerate(paths)]
+    items += [(50, 200, (fifo, fifo, "raw")), (51, 201, (gone, gone, "raw"))]
+    sizes = {100 + i: len(c) for i, c in enumerate(contents)} | {200: 5, 201: 5}
+    sizes[105] = 22  # f5 changed since it was indexed
+    warnings: list[ScanWarning] = []
+    reader = smallpass._PlainReader(warnings.append)
+    seen: dict[int, bytes] = {}
+    batches = 0
+    for rows, buf, starts, lengths in reader.batches(items, sizes):
+        batches += 1
+        assert int(lengths.sum()) <= max(64, int(lengths.max()))
+        for r, a, n in zip(rows.tolist(), starts.tolist(), lengths.tolist(), strict=True):
+            seen[r] = buf[a : a + n].tobytes()
+    assert seen == {10 + i: c for i, c in enumerate(contents[:5])}
+    assert batches == 3  # f0 and f1; f2 alone; f3 and f4
+    assert [m[0] for m in reader.misfits] == [15]
+    assert sorted(w.path for w in warnings) == sorted([fifo, gone])
+    assert any("FIFO" in w.cause for w in warnings)
+    assert reader.files_read == 5 + 2
+    assert reader.bytes_read == sum(len(c) for c in contents[:5])
+
+
+def test_a_small_file_inside_a_compressed_one_is_found_through_its_content_view(
+    tmp_path: Path,
+) -> None:
+    """A gzip'ed file is indexed by its decompressed content in the raw view: its bytes on
+    disk are not the indexed size, so the pass reads it through its content view, as
+    before plain files were read a batch at a time, and finds the small file it holds."""
+    import gzip
+
+    from sif.similar import SimilarOptions, find_similar
+
+    tree = tmp_path / "t"
+    big = text(11, 40_000)
+    tree.mkdir()
+    (tree / "big.txt.gz").write_bytes(gzip.compress(big))
+    for i in range(5):
+        write(tree / f"s{i}.txt", big[7_000 * i + 100 : 7_000 * i + 250])
+    for i in range(4):
+        write(tree / f"other{i}.txt", text(40 + i, 3_000))
+    r = find_similar([tree], tmp_path / "idx", options=SimilarOptions(), jobs=1)
+    found = {Path(p.b.path if p.a.path.endswith(".gz") else p.a.path).name: p for p in r.pairs}
+    assert {f"s{i}.txt" for i in range(5)} <= set(found)
+    assert any(p.shared == 0 for p in found.values())  # found by the pass alone
+    assert r.stats.small_candidates >= 1
 
 
 def random_table() -> Any:

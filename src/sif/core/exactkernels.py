@@ -291,6 +291,88 @@ def probe_hits(
     return owners[:nt].copy(), counts, True
 
 
+@njit(cache=True, nogil=True)
+def probe_files(
+    buf: U8,
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    first: int,
+    window: int,
+    base: np.uint64,
+    top: np.uint64,
+    s: I64,
+    own: npt.NDArray[np.int32],
+    off: npt.NDArray[np.int32],
+    bits: int,
+    f: U64,
+    fbits: int,
+    stamp: npt.NDArray[np.uint16],
+    mark: int,
+    max_mark: int,
+    hits: npt.NDArray[np.int32],
+    seen: npt.NDArray[np.int32],
+) -> tuple[
+    npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], int, int
+]:  # pragma: no cover
+    """:func:`probe_hits` of many files in one call: file ``k`` is
+    ``buf[starts[k] : starts[k] + lengths[k]]``, from ``k = first``.
+
+    Each file takes the next mark after ``mark`` (after ``max_mark``, at most
+    65535, ``stamp`` is zeroed and the marks start again at 1). Returns the
+    files' hits one after another, (file ``k``, owner, distinct entries held),
+    the last mark taken, and where it stopped: ``len(starts)`` when every file
+    is done, else the file whose entries ``seen`` could not hold (its hits are
+    not in the result: the caller zeroes ``stamp`` and calls again from it,
+    mark 0, with a ``seen`` as long as ``s``). The same hits, file by file, as
+    :func:`probe_hits`, without a call from Python a file.
+    """
+    cap = 1024
+    out_k = np.empty(cap, dtype=np.int32)
+    out_o = np.empty(cap, dtype=np.int32)
+    out_c = np.empty(cap, dtype=np.int32)
+    n = 0
+    for k in range(first, len(starts)):
+        mark += 1
+        if mark > max_mark:
+            stamp[:] = 0
+            mark = 1
+        lo = starts[k]
+        owners, counts, done = probe_hits(
+            buf[lo : lo + lengths[k]],
+            window,
+            base,
+            top,
+            s,
+            own,
+            off,
+            bits,
+            f,
+            fbits,
+            stamp,
+            mark,
+            hits,
+            seen,
+        )
+        if not done:
+            return out_k[:n].copy(), out_o[:n].copy(), out_c[:n].copy(), mark, k
+        if n + len(owners) > cap:
+            while n + len(owners) > cap:
+                cap *= 2
+            grown_k = np.empty(cap, dtype=np.int32)
+            grown_o = np.empty(cap, dtype=np.int32)
+            grown_c = np.empty(cap, dtype=np.int32)
+            grown_k[:n] = out_k[:n]
+            grown_o[:n] = out_o[:n]
+            grown_c[:n] = out_c[:n]
+            out_k, out_o, out_c = grown_k, grown_o, grown_c
+        for j in range(len(owners)):
+            out_k[n] = k
+            out_o[n] = owners[j]
+            out_c[n] = counts[j]
+            n += 1
+    return out_k[:n].copy(), out_o[:n].copy(), out_c[:n].copy(), mark, len(starts)
+
+
 _SALT = np.uint64(SAMPLE_SALT)
 
 

@@ -150,6 +150,7 @@ def _compiled() -> dict[str, Any]:
         _kernels["count_in"] = exactkernels.count_in
         _kernels["filter"] = exactkernels.bit_filter
         _kernels["probe"] = exactkernels.probe_hits
+        _kernels["probe_files"] = exactkernels.probe_files
         _kernels["sample_keep"] = exactkernels.sample_keep
         _kernels["sample_count"] = exactkernels.sample_count
         _kernels["radix_sort"] = exactkernels.radix_sort
