@@ -249,6 +249,35 @@ def test_probe_files_gives_each_file_s_hits_as_probe_hits_does(
     assert calls <= 2 and not hits.any()
 
 
+def test_probe_files_holds_more_hits_than_its_first_output() -> None:
+    """Files each holding every one of 300 owners: 1,500 hits in one call, past the
+    kernel's first output arrays (1,024): the same as probe_hits a file. (From a review:
+    the output's growth was untested.)"""
+    window = 20
+    data = np.random.default_rng(3).integers(0, 256, 2000).astype(np.uint8)
+    every = exactsets.window_set(data.tobytes(), window)
+    parts = [every[i::300][:5] for i in range(300)]  # 5 windows each, held by the data
+    values = np.concatenate(parts)
+    own = np.repeat(np.arange(300, dtype=np.int32), [len(x) for x in parts])
+    order = np.argsort(values, kind="stable")
+    values, own = values[order], own[order]
+    bits = max(1, min(30, len(values).bit_length() - 1))
+    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
+    base = np.uint64(exactsets.BASE)
+    top = exactsets._top_power(exactsets.BASE, window)
+    buf = np.concatenate([data] * 5)
+    starts = np.arange(5, dtype=np.int64) * len(data)
+    lengths = np.full(5, len(data), dtype=np.int64)
+    at, o, c, mark, stop = probe_files(
+        buf, starts, lengths, 0, window, base, top, values, own, off, bits, f, bits + 4,
+        np.zeros(len(values), dtype=np.uint16), 0, 65535, np.zeros(300, dtype=np.int32),
+        np.empty(len(values), dtype=np.int32),
+    )  # fmt: skip
+    assert (stop, mark) == (5, 5) and len(o) == 1500
+    got = sorted(zip(at.tolist(), o.tolist(), c.tolist(), strict=True))
+    assert got == sorted((k, i, len(parts[i])) for k in range(5) for i in range(300))
+
+
 def test_plain_files_are_read_a_batch_at_a_time_and_the_rest_left_to_the_caller(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -275,14 +304,15 @@ def test_plain_files_are_read_a_batch_at_a_time_and_the_rest_left_to_the_caller(
     warnings: list[ScanWarning] = []
     reader = smallpass._PlainReader(warnings.append)
     seen: dict[int, bytes] = {}
-    batches = 0
+    batches = []
     for rows, buf, starts, lengths in reader.batches(items, sizes):
-        batches += 1
-        assert int(lengths.sum()) <= max(64, int(lengths.max()))
+        batches.append(rows.tolist())
+        if len(rows) > 1:  # a batch within the bytes of one
+            assert len(buf) == 64 and int(starts[-1] + lengths[-1]) < 64
         for r, a, n in zip(rows.tolist(), starts.tolist(), lengths.tolist(), strict=True):
             seen[r] = buf[a : a + n].tobytes()
     assert seen == {10 + i: c for i, c in enumerate(contents[:5])}
-    assert batches == 3  # f0 and f1; f2 alone; f3 and f4
+    assert batches == [[10, 11], [12], [13, 14]]  # f2 alone, in a buffer of its own
     assert [m[0] for m in reader.misfits] == [15]
     assert sorted(w.path for w in warnings) == sorted([fifo, gone])
     assert any("FIFO" in w.cause for w in warnings)

@@ -275,56 +275,66 @@ class _PlainReader:
     def batches(
         self, items: list[tuple[int, int, Src]], sizes: Mapping[int, int]
     ) -> Iterator[tuple[I32, npt.NDArray[np.uint8], I64, I64]]:
-        """(rows, buffer, starts, lengths) of the files of ``items`` read whole, about
-        :data:`PLAIN_BATCH_BYTES` a batch (a larger file alone)."""
+        """(rows, buffer, starts, lengths) of the files of ``items`` read whole, up to
+        :data:`PLAIN_BATCH_BYTES` a batch; a larger file alone, in a buffer of its own.
+        The buffer is written over by the next batch: the caller is done with a batch
+        when it asks for the next. A file whose size (``fstat``) is not the indexed one
+        is not read here."""
         buf = bytearray(PLAIN_BATCH_BYTES)
         rows: list[int] = []
         starts: list[int] = []
         lengths: list[int] = []
         pos = 0
 
-        def batch() -> tuple[I32, npt.NDArray[np.uint8], I64, I64]:
+        def batch(
+            data: bytearray, r: list[int], a: list[int], n: list[int]
+        ) -> tuple[I32, npt.NDArray[np.uint8], I64, I64]:
             return (
-                np.asarray(rows, dtype=np.int32),
-                np.frombuffer(buf, dtype=np.uint8),
-                np.asarray(starts, dtype=np.int64),
-                np.asarray(lengths, dtype=np.int64),
+                np.asarray(r, dtype=np.int32),
+                np.frombuffer(data, dtype=np.uint8),
+                np.asarray(a, dtype=np.int64),
+                np.asarray(n, dtype=np.int64),
             )
 
         for item in items:
             row, fid, (_, origin, _) = item
             size = sizes[fid]
-            if pos + size + 1 > len(buf):  # one byte more: a file that grew
-                if rows:
-                    yield batch()
+            if rows and pos + size + 1 > len(buf):  # one byte more: a file that grew
+                yield batch(buf, rows, starts, lengths)
                 rows, starts, lengths, pos = [], [], [], 0
-                if size + 1 > len(buf):
-                    buf = bytearray(size + 1)
-            got = self._read(origin, memoryview(buf)[pos : pos + size + 1])
+            alone = size + 1 > len(buf)
+            into = bytearray(size + 1) if alone else buf
+            got = self._read(origin, memoryview(into)[pos : pos + size + 1], size)
             if got is None:
                 continue
             if got != size:
-                self.misfits.append(item)  # read again, and counted, by the caller
+                self.misfits.append(item)  # read, and counted, by the caller
                 continue
             self.files_read += 1
             self.bytes_read += got
+            if alone:
+                yield batch(into, [row], [0], [got])
+                continue
             rows.append(row)
             starts.append(pos)
             lengths.append(got)
             pos += got
         if rows:
-            yield batch()
+            yield batch(buf, rows, starts, lengths)
 
-    def _read(self, path: str, slot: memoryview) -> int | None:
-        """The bytes of ``path`` read into ``slot`` (up to its length), or None: a warning."""
+    def _read(self, path: str, slot: memoryview, size: int) -> int | None:
+        """The bytes of ``path`` read into ``slot`` (up to its length): how many; -1
+        unread, its size not ``size``; None, a warning."""
         try:
-            fd, _ = open_regular(path)
+            fd, st = open_regular(path)
         except OSError as exc:
             self.files_read += 1
             self.on_warning(ScanWarning(path, exc.strerror or str(exc)))
             return None
         got = 0
         try:
+            if st.st_size != size:
+                return -1
             while got < len(slot) and (n := os.readv(fd, [slot[got:]])):
                 got += n
         except OSError as exc:
