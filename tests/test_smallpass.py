@@ -286,9 +286,9 @@ def test_plain_files_are_read_a_batch_at_a_time_and_the_rest_left_to_the_caller(
     wait on it), a warning; one of another size than indexed left to the caller,
     uncounted; the counts of files and bytes those read."""
     from sif.events import ScanWarning
-    from sif.similar import smallpass
+    from sif.similar import plainread
 
-    monkeypatch.setattr(smallpass, "PLAIN_BATCH_BYTES", 64)
+    monkeypatch.setattr(plainread, "PLAIN_BATCH_BYTES", 64)
     contents = [b"a" * 10, b"b" * 30, b"c" * 200, b"", b"d" * 40, b"e" * 23]
     paths = []
     for i, c in enumerate(contents):
@@ -302,7 +302,7 @@ def test_plain_files_are_read_a_batch_at_a_time_and_the_rest_left_to_the_caller(
     sizes = {100 + i: len(c) for i, c in enumerate(contents)} | {200: 5, 201: 5}
     sizes[105] = 22  # f5 changed since it was indexed
     warnings: list[ScanWarning] = []
-    reader = smallpass._PlainReader(warnings.append)
+    reader = plainread.PlainReader(warnings.append)
     seen: dict[int, bytes] = {}
     batches = []
     for rows, buf, starts, lengths in reader.batches(items, sizes):

@@ -42,10 +42,10 @@ from sif.core import exactsets as _sets
 from sif.core.evidence import CANDIDATE_Z, poisson_bounds
 from sif.core.rolling import mix64
 from sif.events import Progress, ScanWarning, WarningSink
-from sif.fileio import open_regular
 from sif.memtrim import release_memory
 from sif.similar.exact import EXACT_CACHE_BYTES, sources, unshared_pairs
 from sif.similar.model import SimilarStats
+from sif.similar.plainread import PlainReader, is_plain
 from sif.windowsets import Src, WindowSets
 
 if TYPE_CHECKING:
@@ -256,96 +256,6 @@ def _candidates(table: _Table, o: I64, r: I64, h: npt.NDArray[Any]) -> npt.NDArr
     return (o != r) & (table.grp[o] == table.grp[r]) & (upper >= SMALL_PASS_FLOOR)
 
 
-#: Bytes of plain files read into one buffer and probed in one kernel call.
-PLAIN_BATCH_BYTES = 4 << 20
-
-
-class _PlainReader:
-    """Plain files (each the raw view of itself) read a batch at a time into one buffer,
-    as :class:`sif.windowsets.WindowSets` reads one: opened as a regular file, read to
-    its end, kept when it is as long as indexed. A file that cannot be read is a
-    warning; one of another length is left to the caller (``misfits``), uncounted."""
-
-    def __init__(self, on_warning: WarningSink) -> None:
-        self.on_warning = on_warning
-        self.files_read = 0
-        self.bytes_read = 0
-        self.misfits: list[tuple[int, int, Src]] = []
-
-    def batches(
-        self, items: list[tuple[int, int, Src]], sizes: Mapping[int, int]
-    ) -> Iterator[tuple[I32, npt.NDArray[np.uint8], I64, I64]]:
-        """(rows, buffer, starts, lengths) of the files of ``items`` read whole, up to
-        :data:`PLAIN_BATCH_BYTES` a batch; a larger file alone, in a buffer of its own.
-        The buffer is written over by the next batch: the caller is done with a batch
-        when it asks for the next. A file whose size (``fstat``) is not the indexed one
-        is not read here."""
-        buf = bytearray(PLAIN_BATCH_BYTES)
-        rows: list[int] = []
-        starts: list[int] = []
-        lengths: list[int] = []
-        pos = 0
-
-        def batch(
-            data: bytearray, r: list[int], a: list[int], n: list[int]
-        ) -> tuple[I32, npt.NDArray[np.uint8], I64, I64]:
-            return (
-                np.asarray(r, dtype=np.int32),
-                np.frombuffer(data, dtype=np.uint8),
-                np.asarray(a, dtype=np.int64),
-                np.asarray(n, dtype=np.int64),
-            )
-
-        for item in items:
-            row, fid, (_, origin, _) = item
-            size = sizes[fid]
-            if rows and pos + size + 1 > len(buf):  # one byte more: a file that grew
-                yield batch(buf, rows, starts, lengths)
-                rows, starts, lengths, pos = [], [], [], 0
-            alone = size + 1 > len(buf)
-            into = bytearray(size + 1) if alone else buf
-            got = self._read(origin, memoryview(into)[pos : pos + size + 1], size)
-            if got is None:
-                continue
-            if got != size:
-                self.misfits.append(item)  # read, and counted, by the caller
-                continue
-            self.files_read += 1
-            self.bytes_read += got
-            if alone:
-                yield batch(into, [row], [0], [got])
-                continue
-            rows.append(row)
-            starts.append(pos)
-            lengths.append(got)
-            pos += got
-        if rows:
-            yield batch(buf, rows, starts, lengths)
-
-    def _read(self, path: str, slot: memoryview, size: int) -> int | None:
-        """The bytes of ``path`` read into ``slot`` (up to its length): how many; -1
-        unread, its size not ``size``; None, a warning."""
-        try:
-            fd, st = open_regular(path)
-        except OSError as exc:
-            self.files_read += 1
-            self.on_warning(ScanWarning(path, exc.strerror or str(exc)))
-            return None
-        got = 0
-        try:
-            if st.st_size != size:
-                return -1
-            while got < len(slot) and (n := os.readv(fd, [slot[got:]])):
-                got += n
-        except OSError as exc:
-            self.files_read += 1
-            self.on_warning(ScanWarning(path, exc.strerror or str(exc)))
-            return None
-        finally:
-            os.close(fd)
-        return got
-
-
 def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     """Every window of each file of a chunk through ``table`` (a worker's item).
 
@@ -354,7 +264,7 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     Content is checked by its indexed size only: a file that changed since it
     was indexed can give a wrong candidate, never a wrong score (the exact
     pass checks every byte against the indexed digest). Plain files are read
-    :data:`PLAIN_BATCH_BYTES` at a time and probed in one kernel call
+    :data:`sif.similar.plainread.PLAIN_BATCH_BYTES` at a time and probed in one kernel call
     (:func:`sif.core.exactkernels.probe_files`): on the 1 M tree, the pass took
     70 s instead of 77, the same hits.
     """
@@ -410,9 +320,9 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     warnings: list[ScanWarning] = []
     sets = WindowSets(window, 1 << 20, normalize, {}, warnings.append, make=probe, sizes=sizes)
     # Plain files (most of a tree) are read into a buffer a batch at a time and probed
-    # in one kernel call (:class:`_PlainReader`); the others through their content views.
-    plain = [it for it in items if len(ix) and it[2][2] == "raw" and it[2][0] == it[2][1]]
-    others = [it for it in items if not (len(ix) and it[2][2] == "raw" and it[2][0] == it[2][1])]
+    # in one kernel call (:class:`PlainReader`); the others through their content views.
+    plain = [it for it in items if len(ix) and is_plain(it[2])]
+    others = [it for it in items if not (len(ix) and is_plain(it[2]))]
     for _, fid, src in others:
         sets.want(fid, src)
     kept: list[tuple[I32, I32, I32]] = []
@@ -474,7 +384,7 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
                 stamp[:] = 0
                 marks["next"] = 0
 
-    read = _PlainReader(warnings.append)
+    read = PlainReader(warnings.append)
     for batch in read.batches(plain, sizes):
         probe_batch(*batch)
     # A plain file whose size is not the indexed one goes the way of the others (its
