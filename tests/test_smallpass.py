@@ -87,6 +87,21 @@ def test_small_files_inside_a_larger_one_are_found_without_a_shared_fingerprint(
     assert frozenset(("big.txt", "whole.txt")) in _pairs(back)
 
 
+def _lookup(sets: list[Any], window: int) -> tuple[Any, ...]:
+    """A table of the owners' window ``sets`` (owner ``i`` holds ``sets[i]``) as the
+    probe kernels take it between a file's bytes and the stamp: (window, base, top,
+    values, owners, offsets, bits, filter, filter bits)."""
+    values = np.concatenate(sets)
+    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
+    order = np.argsort(values, kind="stable")
+    values, own = values[order], own[order]
+    bits = max(1, min(30, len(values).bit_length() - 1))
+    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
+    base = np.uint64(exactsets.BASE)
+    top = exactsets._top_power(exactsets.BASE, window)
+    return (window, base, top, values, own, off, bits, f, bits + 4)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.binary(min_size=20, max_size=120), min_size=1, max_size=5),
@@ -107,32 +122,21 @@ def test_probe_counts_each_owner_s_distinct_windows_held(
     pad = b"\0" * (blocks * PROBE_BLOCK + blocks)
     data = noise[:50] + pad + b"".join(owners[p % len(owners)] for p in pieces) + noise[50:]
     held = set(exactsets.window_set(data, window).tolist())
-    values = np.concatenate(sets)
-    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
-    order = np.argsort(values, kind="stable")
-    values, own = values[order], own[order]
+    lookup = _lookup(sets, window)
+    values = lookup[3]
     if not len(values):
         return
-    bits = max(1, min(30, len(values).bit_length() - 1))
-    fbits = bits + 4
-    off, f = bucket_offsets(values, bits), bit_filter(values, fbits)
     stamp = np.zeros(len(values), dtype=np.uint16)
     hits = np.zeros(len(sets), dtype=np.int32)
     arr = np.frombuffer(data, dtype=np.uint8)
-    base = np.uint64(exactsets.BASE)
-    top = exactsets._top_power(exactsets.BASE, window)
     short = np.empty(1, dtype=np.int32)  # a scratch list too short stops the look-up
-    got_o, got_c, done = probe_hits(
-        arr, window, base, top, values, own, off, bits, f, fbits, stamp, 1, hits, short
-    )
+    got_o, got_c, done = probe_hits(arr, *lookup, stamp, 1, hits, short)
     assert done == (sum(len(set(x.tolist()) & held) for x in sets) <= 1)
     assert not hits.any()
     stamp[:] = 0
     seen = np.empty(len(values), dtype=np.int32)
     for mark in (1, 2, 65535):  # a second file with the same bytes counts again
-        got_o, got_c, done = probe_hits(
-            arr, window, base, top, values, own, off, bits, f, fbits, stamp, mark, hits, seen
-        )
+        got_o, got_c, done = probe_hits(arr, *lookup, stamp, mark, hits, seen)
         assert done
         got = dict(zip(got_o.tolist(), got_c.tolist(), strict=True))
         want = {i: len(set(x.tolist()) & held) for i, x in enumerate(sets)}
@@ -165,23 +169,11 @@ def test_probe_finds_every_window_about_the_ends_of_its_blocks(m: int) -> None:
     for lo in range(0, m, PROBE_BLOCK):
         a, b = max(lo - 3, 0), min(lo + 3, m)
         sets.append(exactsets.window_set(data[a : b + window - 1].tobytes(), window))
-    values = np.concatenate(sets)
-    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
-    order = np.argsort(values, kind="stable")
-    values, own = values[order], own[order]
-    bits = max(1, min(30, len(values).bit_length() - 1))
-    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
+    lookup = _lookup(sets, window)
+    values = lookup[3]
     got_o, got_c, done = probe_hits(
         data,
-        window,
-        np.uint64(exactsets.BASE),
-        exactsets._top_power(exactsets.BASE, window),
-        values,
-        own,
-        off,
-        bits,
-        f,
-        bits + 4,
+        *lookup,
         np.zeros(len(values), dtype=np.uint16),
         1,
         np.zeros(len(sets), dtype=np.int32),
@@ -207,21 +199,14 @@ def test_probe_files_gives_each_file_s_hits_as_probe_hits_does(
     short, a stop at that file, from which the caller goes on with a longer list."""
     window = 20
     sets = [exactsets.window_set(o, window) for o in owners]
-    values = np.concatenate(sets)
-    own = np.concatenate([np.full(len(x), i, dtype=np.int32) for i, x in enumerate(sets)])
-    order = np.argsort(values, kind="stable")
-    values, own = values[order], own[order]
-    bits = max(1, min(30, len(values).bit_length() - 1))
-    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
-    base = np.uint64(exactsets.BASE)
-    top = exactsets._top_power(exactsets.BASE, window)
+    lookup = _lookup(sets, window)
+    values = lookup[3]
     datas = [b"#" * k + b"".join(owners[p % len(owners)] for p in ps) for k, ps in enumerate(files)]
     want = []
     for k, d in enumerate(datas):
         o, c, _ = probe_hits(
-            np.frombuffer(d, dtype=np.uint8), window, base, top, values, own, off, bits, f,
-            bits + 4, np.zeros(len(values), dtype=np.uint16), 1,
-            np.zeros(len(sets), dtype=np.int32), np.empty(len(values), dtype=np.int32),
+            np.frombuffer(d, dtype=np.uint8), *lookup, np.zeros(len(values), dtype=np.uint16),
+            1, np.zeros(len(sets), dtype=np.int32), np.empty(len(values), dtype=np.int32),
         )  # fmt: skip
         want += [(k, int(a), int(b)) for a, b in zip(o, c, strict=True)]
     buf = np.frombuffer(b"".join(datas) or b"\0", dtype=np.uint8)
@@ -234,9 +219,8 @@ def test_probe_files_gives_each_file_s_hits_as_probe_hits_does(
     first, mark, calls = 0, 0, 0
     while first < len(datas):
         at, o, c, mark, first = probe_files(
-            buf, starts, lengths, first, window, base, top, values, own, off, bits, f,
-            bits + 4, stamp, mark, max_mark, hits, seen,
-        )  # fmt: skip
+            buf, starts, lengths, first, *lookup, stamp, mark, max_mark, hits, seen
+        )
         assert 1 <= mark <= max_mark
         got += [(int(k), int(a), int(b)) for k, a, b in zip(at, o, c, strict=True)]
         calls += 1
@@ -257,21 +241,14 @@ def test_probe_files_holds_more_hits_than_its_first_output() -> None:
     data = np.random.default_rng(3).integers(0, 256, 2000).astype(np.uint8)
     every = exactsets.window_set(data.tobytes(), window)
     parts = [every[i::300][:5] for i in range(300)]  # 5 windows each, held by the data
-    values = np.concatenate(parts)
-    own = np.repeat(np.arange(300, dtype=np.int32), [len(x) for x in parts])
-    order = np.argsort(values, kind="stable")
-    values, own = values[order], own[order]
-    bits = max(1, min(30, len(values).bit_length() - 1))
-    off, f = bucket_offsets(values, bits), bit_filter(values, bits + 4)
-    base = np.uint64(exactsets.BASE)
-    top = exactsets._top_power(exactsets.BASE, window)
+    lookup = _lookup(parts, window)
+    values = lookup[3]
     buf = np.concatenate([data] * 5)
     starts = np.arange(5, dtype=np.int64) * len(data)
     lengths = np.full(5, len(data), dtype=np.int64)
     at, o, c, mark, stop = probe_files(
-        buf, starts, lengths, 0, window, base, top, values, own, off, bits, f, bits + 4,
-        np.zeros(len(values), dtype=np.uint16), 0, 65535, np.zeros(300, dtype=np.int32),
-        np.empty(len(values), dtype=np.int32),
+        buf, starts, lengths, 0, *lookup, np.zeros(len(values), dtype=np.uint16), 0, 65535,
+        np.zeros(300, dtype=np.int32), np.empty(len(values), dtype=np.int32),
     )  # fmt: skip
     assert (stop, mark) == (5, 5) and len(o) == 1500
     got = sorted(zip(at.tolist(), o.tolist(), c.tolist(), strict=True))

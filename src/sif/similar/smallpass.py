@@ -283,6 +283,15 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
     marks = {"next": 0}
 
     base, top = np.uint64(_sets.BASE), _sets._top_power(_sets.BASE, window)
+    # What both kernels take between a file's bytes and its mark.
+    lookup: tuple[Any, ...] = (window, base, top, ix.values, table.owners, ix.offsets)
+    lookup += (ix.bits, ix.filter, ix.fbits, stamp)
+
+    def start_again() -> None:
+        """More entries than the scratch list: a file again, with one as long as the table."""
+        scratch["seen"] = np.empty(len(ix), dtype=np.int32)
+        stamp[:] = 0
+        marks["next"] = 0
 
     def probe(data: bytes) -> npt.NDArray[np.int32]:
         arr = np.frombuffer(data, dtype=np.uint8)
@@ -293,28 +302,10 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
             if marks["next"] > STAMP_MARKS:  # the marks start again on a clean stamp
                 stamp[:] = 0
                 marks["next"] = 1
-            owners, counts, done = k["probe"](
-                arr,
-                window,
-                base,
-                top,
-                ix.values,
-                table.owners,
-                ix.offsets,
-                ix.bits,
-                ix.filter,
-                ix.fbits,
-                stamp,
-                marks["next"],
-                hits,
-                scratch["seen"],
-            )
+            owners, counts, done = k["probe"](arr, *lookup, marks["next"], hits, scratch["seen"])
             if done:
                 break
-            # More entries than the scratch list: again, with one as long as the table.
-            scratch["seen"] = np.empty(len(ix), dtype=np.int32)
-            stamp[:] = 0
-            marks["next"] = 0
+            start_again()
         return np.stack([owners, counts])
 
     warnings: list[ScanWarning] = []
@@ -359,30 +350,12 @@ def _stream_chunk(table: _Table, job: _Chunk) -> _Streamed:
         first = 0
         while first < len(starts):
             at, owners, counts, marks["next"], first = k["probe_files"](
-                buf,
-                starts,
-                lengths,
-                first,
-                window,
-                base,
-                top,
-                ix.values,
-                table.owners,
-                ix.offsets,
-                ix.bits,
-                ix.filter,
-                ix.fbits,
-                stamp,
-                marks["next"],
-                STAMP_MARKS,
-                hits,
+                buf, starts, lengths, first, *lookup, marks["next"], STAMP_MARKS, hits,
                 scratch["seen"],
-            )
+            )  # fmt: skip
             add(owners, rows_[at], counts)
-            if first < len(starts):  # as probe(): again from that file, a longer list
-                scratch["seen"] = np.empty(len(ix), dtype=np.int32)
-                stamp[:] = 0
-                marks["next"] = 0
+            if first < len(starts):  # as probe(): again from that file
+                start_again()
 
     read = PlainReader(warnings.append)
     for batch in read.batches(plain, sizes):
