@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -177,29 +178,43 @@ def patch_jit(jit: bool) -> Iterator[None]:
         yield
 
 
-@settings(deadline=None, max_examples=60)
+def _clustered(rng: np.random.Generator, n: int) -> npt.NDArray[np.int64]:
+    """``n`` values in groups of 1 to 80 that share their top 21 bits (their bucket in
+    the bucket sort, which takes at most 20): buckets on both sides of its insertion's
+    limit (BUCKET_INSERTION_MAX)."""
+    sizes = rng.integers(1, 80, n + 1)
+    tops = rng.integers(-(2**20), 2**20, n + 1, dtype=np.int64) << 43
+    top = np.repeat(tops, sizes)[:n]
+    return top | rng.integers(0, 2**43, n, dtype=np.int64)
+
+
+@settings(deadline=None, max_examples=80)
 @given(
-    st.integers(0, 6000),
+    st.integers(0, 12_000),
     st.integers(0, 2**32 - 1),
-    st.sampled_from(["full", "small", "negative", "one byte", "constant"]),
+    st.sampled_from(["full", "small", "negative", "one byte", "constant", "clustered"]),
 )
-def test_radix_sort_is_numpys_sort(n: int, seed: int, spread: str) -> None:
-    """The window values' radix sort gives np.sort's order, whatever the values: both
-    signs, duplicates, bytes that never change (passes skipped), around RADIX_MIN."""
+def test_sort_kernels_are_numpys_sort(n: int, seed: int, spread: str) -> None:
+    """The window values' radix and bucket sorts give np.sort's order, whatever the values:
+    both signs, duplicates, bytes that never change (radix passes skipped), buckets of
+    one value, of a few (insertion) and of many (radix inside the bucket sort), around
+    BUCKET_MIN and BUCKET_MAX."""
     from sif.core.exactsets import _compiled, sort_values
 
     rng = np.random.default_rng(seed)
     values = {
         "full": lambda: rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True),
-        "small": lambda: rng.integers(0, 300, n, dtype=np.int64),  # duplicates
+        "small": lambda: rng.integers(0, 300, n, dtype=np.int64),  # duplicates, one bucket
         "negative": lambda: rng.integers(-(2**40), 0, n, dtype=np.int64),
         "one byte": lambda: rng.integers(0, 256, n, dtype=np.int64) << 40,  # one pass only
         "constant": lambda: np.full(n, -7, dtype=np.int64),
+        "clustered": lambda: _clustered(rng, n),
     }[spread]()
     want = np.sort(values)
-    got = values.copy()
-    _compiled()["radix_sort"](got, np.empty(n + 5, dtype=np.int64))  # scratch may be longer
-    assert np.array_equal(got, want)
+    for kernel in ("radix_sort", "bucket_sort"):
+        got = values.copy()
+        _compiled()[kernel](got, np.empty(n + 5, dtype=np.int64))  # scratch may be longer
+        assert np.array_equal(got, want), kernel
     got = values.copy()
     sort_values(got)
     assert np.array_equal(got, want)
@@ -219,12 +234,22 @@ def test_radix_sort_at_its_largest_and_beyond() -> None:
         assert np.array_equal(values, want)
 
 
-def test_window_sets_sorted_by_radix_are_those_sorted_by_numpy() -> None:
-    """window_set_jit (radix from RADIX_MIN values) against the numpy form, on real text
-    below, at and above the threshold."""
+def test_window_sets_sorted_by_the_kernels_are_those_sorted_by_numpy() -> None:
+    """window_set_jit (the bucket sort from BUCKET_MIN values, the radix past BUCKET_MAX)
+    against the numpy form, on real text about both thresholds, and on text that repeats
+    (a run of one byte, a block again and again: buckets past the insertion's limit)."""
     from sif.core import exactsets
 
     text = arr(source(7, 200_000))
-    for size in (1500, exactsets.RADIX_MIN + 49, 3000, 60_000, 200_000):
+    for size in (exactsets.BUCKET_MIN + 48, 1500, 3000, exactsets.BUCKET_MAX + 49, 60_000, 200_000):
         data = text[:size]
+        assert np.array_equal(exactsets.window_set_jit(data), exactsets.window_set(data, jit=False))
+    # A run of one byte (one value), a 3 KB block four times (each value four times), and
+    # 700 distinct bytes repeated: buckets of many equal values, sorted by the radix.
+    block = text[:3000]
+    for data in (
+        np.full(5000, 0x20, dtype=np.uint8),
+        np.concatenate([block] * 4),
+        np.tile(text[:700], 9),
+    ):
         assert np.array_equal(exactsets.window_set_jit(data), exactsets.window_set(data, jit=False))

@@ -453,3 +453,60 @@ def radix_sort(values: I64, scratch: I64) -> None:  # pragma: no cover
         in_scratch = not in_scratch
     if in_scratch:
         values[:] = src
+
+
+#: :func:`bucket_sort`: a bucket of more values than this is sorted by :func:`radix_sort`
+#: (many equal or close values: a run of one byte, a block repeated), a smaller one by
+#: insertion (at most this many moves a value).
+BUCKET_INSERTION_MAX = 32
+
+
+@njit(cache=True, nogil=True)
+def bucket_sort(values: I64, scratch: I64) -> None:  # pragma: no cover
+    """Sort ``values`` in place, as ``np.sort`` does, by their top bits then by insertion.
+
+    One pass counts the values of each of ``2^b`` buckets of the top ``b`` bits
+    (the sign bit flipped, so that negative values come first), ``2^b`` at most
+    ``n``: about one value a bucket when the values are well mixed, as the
+    Karp-Rabin values of distinct windows are; one pass moves them into
+    ``scratch`` by bucket; each bucket is then sorted where it lies, by
+    insertion, or by :func:`radix_sort` past :data:`BUCKET_INSERTION_MAX` values
+    (a repeated window fills one bucket). Then back into ``values``. Four
+    passes where the radix makes nine; the counts (8 bytes a bucket) stay in
+    the cache up to a few thousand values, and the radix is faster past that.
+    ``scratch`` holds at least ``len(values)`` values (its content is lost).
+    """
+    n = len(values)
+    if n < 2:
+        return
+    b = 1
+    while (2 << b) <= n and b < 20:
+        b += 1
+    buckets = 1 << b
+    sign = np.uint64(1) << np.uint64(63)
+    shift = np.uint64(64 - b)
+    ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[k + 1]: where bucket k ends
+    for i in range(n):
+        ends[((np.uint64(values[i]) ^ sign) >> shift) + np.uint64(1)] += 1
+    for k in range(buckets):
+        ends[k + 1] += ends[k]
+    pos = ends[:buckets].copy()
+    out = scratch[:n]
+    for i in range(n):
+        v = values[i]
+        top = (np.uint64(v) ^ sign) >> shift
+        out[pos[top]] = v
+        pos[top] += 1
+    for k in range(buckets):
+        lo, hi = ends[k], ends[k + 1]
+        if hi - lo > BUCKET_INSERTION_MAX:
+            radix_sort(out[lo:hi], values[lo:hi])  # values free here: the bucket's scratch
+        else:
+            for i in range(lo + 1, hi):
+                v = out[i]
+                j = i - 1
+                while j >= lo and out[j] > v:
+                    out[j + 1] = out[j]
+                    j -= 1
+                out[j + 1] = v
+    values[:] = out

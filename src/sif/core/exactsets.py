@@ -154,6 +154,7 @@ def _compiled() -> dict[str, Any]:
         _kernels["sample_keep"] = exactkernels.sample_keep
         _kernels["sample_count"] = exactkernels.sample_count
         _kernels["radix_sort"] = exactkernels.radix_sort
+        _kernels["bucket_sort"] = exactkernels.bucket_sort
     return _kernels
 
 
@@ -173,20 +174,29 @@ def window_set_jit(data: U8, window: int = WINDOW, base: int = BASE, shift: int 
     return values[:n] if n > len(values) - len(values) // 8 else values[:n].copy()
 
 
-#: Window values sorted by the radix kernel from this many (numpy's sort is as fast or
-#: faster on fewer: 2.2 against 4.2 us for 300 values, 12.7 against 11.4 at 1,000)...
-RADIX_MIN = 2048
-#: ... up to this many (its scratch array, 8 bytes a value, beside the values: 32 MB).
-#: Rolling-hash values of real files (one core): 4,600 values 49 us against
-#: 96 us for ``np.sort``, 100 k 1.2 ms against 3.7 ms, 1 M 13 ms against 50 ms. The sort
-#: was 29% of the samples of a ``sif similar`` of 100 k files (py-spy, both processes).
+#: Window values sorted by the bucket kernel from this many (numpy's sort is as fast on
+#: fewer: 2.1 against 2.2 us for 300 values, one core)...
+BUCKET_MIN = 256
+#: ... up to this many, by the radix kernel past that (the bucket kernel's counts, 8
+#: bytes a bucket, leave the cache). Random values (one core, ns a value): 1,000: 5.4
+#: bucket, 10.2 radix, 12.2 numpy; 4,600: 5.2, 9.0, 20.7; 20,000: 9.0, 8.7, 30.8.
+BUCKET_MAX = 1 << 13
+#: ... and by the radix kernel up to this many (its scratch array, 8 bytes a value,
+#: beside the values: 32 MB). Rolling-hash values of real files (one core): 100 k
+#: 1.2 ms against 3.7 ms for ``np.sort``, 1 M 13 ms against 50 ms. The sort was 29% of
+#: the samples of a ``sif similar`` of 100 k files (py-spy, both processes), 24% of the
+#: exact pass's with the radix kernel from 2,048 values.
 RADIX_MAX = 1 << 22
 
 
 def sort_values(values: I64) -> None:
-    """Sort window values in place: the numba radix kernel between :data:`RADIX_MIN` and
-    :data:`RADIX_MAX` values, ``np.sort`` otherwise (the same order either way)."""
-    if RADIX_MIN <= len(values) <= RADIX_MAX:
+    """Sort window values in place: the numba bucket kernel from :data:`BUCKET_MIN` values,
+    the radix kernel past :data:`BUCKET_MAX` up to :data:`RADIX_MAX`, ``np.sort``
+    otherwise (the same order each way)."""
+    n = len(values)
+    if BUCKET_MIN <= n <= BUCKET_MAX:
+        _compiled()["bucket_sort"](values, np.empty_like(values))
+    elif BUCKET_MAX < n <= RADIX_MAX:
         _compiled()["radix_sort"](values, np.empty_like(values))
     else:
         values.sort()
