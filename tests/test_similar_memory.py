@@ -167,3 +167,53 @@ def test_the_running_sum_of_partial_pairs_is_their_merge(
         total = collation.add_pairs(total, {k: v.copy() for k, v in p.items()})
     for k in collation.PAIR_KEYS:
         assert total[k].tolist() == want[k].tolist(), k
+
+
+def test_the_workers_end_before_the_result_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exact pass's workers have exited when the pairs are decided and the result is
+    built (the run's memory peak at a million files), after a full run and after one
+    that reuses stored pairs; the result is that of one job."""
+    import sif.executors.local as local_mod
+    import sif.similar.run as run_mod
+
+    family_tree(tmp_path / "t")
+    opts = SimilarOptions(threshold=10)
+    pools: list[local_mod.WorkerPool] = []
+    forked = local_mod.fork_pool
+
+    def keep(jobs: int) -> local_mod.WorkerPool | None:
+        pool = forked(jobs)
+        if pool is not None:
+            pools.append(pool)
+        return pool
+
+    alive_at_result: list[list[int | None]] = []
+    result = run_mod._result
+
+    def at_result(*args: object, **kwargs: object) -> object:
+        alive_at_result.append([p.exitcode for pool in pools for p in pool._workers])
+        return result(*args, **kwargs)  # type: ignore[arg-type]
+
+    decided: list[list[int | None]] = []
+    decide = run_mod.decide
+
+    def at_decide(*args: object, **kwargs: object) -> object:
+        decided.append([p.exitcode for pool in pools for p in pool._workers])
+        return decide(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run_mod, "fork_pool", keep)
+    monkeypatch.setattr(run_mod, "_result", at_result)
+    monkeypatch.setattr(run_mod, "decide", at_decide)
+    one = find_similar([tmp_path / "t"], tmp_path / "i1", options=opts, jobs=1)
+    two = find_similar([tmp_path / "t"], tmp_path / "i2", options=opts, jobs=2)
+    again = find_similar([tmp_path / "t"], tmp_path / "i2", options=opts, jobs=2)
+    assert again.stats.reused and not one.stats.reused
+    assert described(two) == described(one) == described(again) and len(one.pairs) > 5
+    assert len(pools) == 2 and len(alive_at_result) == 3
+    assert alive_at_result[0] == []  # one job: no worker
+    # The full runs decide here (the reuse, in score._score): no worker left for the second.
+    assert len(decided) == 2 and decided[0] == []
+    for codes in alive_at_result[1:] + decided[1:]:
+        assert codes and all(c is not None for c in codes), codes  # every worker has exited

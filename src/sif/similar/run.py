@@ -36,7 +36,7 @@ from sif.similar.model import (
     SimilarSet,
     SimilarStats,
 )
-from sif.similar.score import _score, pending_exact
+from sif.similar.score import _score, decide, pending_exact, score_exact
 from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
 from sif.similar.spill import spill
@@ -226,6 +226,7 @@ def _find(
         else None
     )
     if reused is not None:  # every score needed is stored: no file is opened
+        _end_workers(pool)
         cols, files = reused
         kept = _score(cols, files, options, fp_params, stats, on_warning, progress)
         pairs = PairTable(files, kept, take=True)
@@ -321,9 +322,11 @@ def _find(
                 ) from None
         stats.seconds_collate = time.perf_counter() - t0
         stats.pairs_collated = len(cols["a"])
-        kept = _score(
+        score_exact(
             cols, files, options, fp_params, stats, on_warning, progress, pool, jobs, engine
         )
+        _end_workers(pool)
+        kept = decide(cols, files, options, fp_params, stats)
         if options.exact and stats.exact_pairs:
             pstore.save_exact(cols)
         # Every collated pair (a million files: 5.4 M, 215 MB) goes before the kept ones are
@@ -334,6 +337,16 @@ def _find(
         if store is None:
             pstore.close()
     return _result(pairs, options, stats, started)
+
+
+def _end_workers(pool: Any) -> None:
+    """End the exact pass's workers once the last file is read, before the decision and
+    the result are made: at a million files an idle worker held 168-177 MB through the
+    run's peak of summed memory, the decision's kept columns (main 1,186 MB). The
+    caller (:func:`find_similar`) ends them again in any case (a second shutdown does
+    nothing)."""
+    if pool is not None:
+        pool.shutdown(cancel=False)
 
 
 def _reuse_unchanged(

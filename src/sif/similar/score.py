@@ -132,42 +132,79 @@ def _score(
     """Scores, filters and threshold over all collated pairs, vectorised: the columns of the
     kept pairs' :class:`sif.similar.table.PairTable`.
 
-    First the pairs to score exactly (:func:`pending_exact`), read and scored
-    together (:func:`sif.similar.exact._exact`: each larger file once), their
-    scores written into ``cols``; then the decision, a slice of
-    :data:`SCORE_SLICE` pairs at a time.
+    First the pairs to score exactly, read and scored (:func:`score_exact`),
+    then the decision (:func:`decide`).
     """
-    n = len(cols["a"])
-    spans = [(lo, min(n, lo + SCORE_SLICE)) for lo in range(0, n, SCORE_SLICE)] or [(0, 0)]
+    score_exact(cols, files, options, params, stats, on_warning, progress, pool, jobs, engine)
+    return decide(cols, files, options, params, stats)
+
+
+def _spans(n: int) -> list[tuple[int, int]]:
+    return [(lo, min(n, lo + SCORE_SLICE)) for lo in range(0, n, SCORE_SLICE)] or [(0, 0)]
+
+
+def score_exact(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    params: FingerprintParams,
+    stats: SimilarStats,
+    on_warning: WarningSink,
+    progress: Progress,
+    pool: Any = None,
+    jobs: int = 1,
+    engine: Any = None,
+) -> None:
+    """The exact scores of the pairs to score (:func:`pending_exact`), into ``cols``: read
+    and scored together (:func:`sif.similar.exact._exact`: each larger file once), on
+    ``pool``'s workers and this process, or ``engine``'s workers. The last use of
+    either in a run."""
     todo = np.concatenate(
-        [lo + pending_exact(_slice(cols, lo, hi), files, options, params) for lo, hi in spans]
+        [
+            lo + pending_exact(_slice(cols, lo, hi), files, options, params)
+            for lo, hi in _spans(len(cols["a"]))
+        ]
     )
-    if len(todo):
-        # The files' rows of the pairs to score only, 4 bytes each (every estimate of a
-        # million candidates: 130 bytes each); the scores go straight into ``cols``.
-        ids = np.asarray(files["id"], dtype=np.uint32)
-        ia = np.empty(len(todo), dtype=np.int32)
-        ib = np.empty(len(todo), dtype=np.int32)
-        for lo in range(0, len(todo), SCORE_SLICE):
-            part = todo[lo : lo + SCORE_SLICE]
-            ia[lo : lo + SCORE_SLICE] = np.searchsorted(ids, cols["a"][part])
-            ib[lo : lo + SCORE_SLICE] = np.searchsorted(ids, cols["b"][part])
-        _exact(
-            todo,
-            ia,
-            ib,
-            files,
-            params.window,
-            cols,
-            stats,
-            on_warning,
-            progress,
-            pool,
-            jobs,
-            engine,
-        )
-        del ia, ib
-    kept = [_decide(_slice(cols, lo, hi), files, options, params, stats) for lo, hi in spans]
+    if not len(todo):
+        return
+    # The files' rows of the pairs to score only, 4 bytes each (every estimate of a
+    # million candidates: 130 bytes each); the scores go straight into ``cols``.
+    ids = np.asarray(files["id"], dtype=np.uint32)
+    ia = np.empty(len(todo), dtype=np.int32)
+    ib = np.empty(len(todo), dtype=np.int32)
+    for lo in range(0, len(todo), SCORE_SLICE):
+        part = todo[lo : lo + SCORE_SLICE]
+        ia[lo : lo + SCORE_SLICE] = np.searchsorted(ids, cols["a"][part])
+        ib[lo : lo + SCORE_SLICE] = np.searchsorted(ids, cols["b"][part])
+    _exact(
+        todo,
+        ia,
+        ib,
+        files,
+        params.window,
+        cols,
+        stats,
+        on_warning,
+        progress,
+        pool,
+        jobs,
+        engine,
+    )
+
+
+def decide(
+    cols: dict[str, npt.NDArray[Any]],
+    files: dict[str, npt.NDArray[Any]],
+    options: SimilarOptions,
+    params: FingerprintParams,
+    stats: SimilarStats,
+) -> dict[str, npt.NDArray[Any]]:
+    """The decision over all collated pairs, a slice of :data:`SCORE_SLICE` pairs at a
+    time (:func:`_decide`): the columns of the kept pairs' :class:`PairTable`."""
+    kept = [
+        _decide(_slice(cols, lo, hi), files, options, params, stats)
+        for lo, hi in _spans(len(cols["a"]))
+    ]
     # A column at a time, each slice's part let go once joined (not the kept pairs twice).
     joined = {k: np.concatenate([c.pop(k) for c in kept]) for k in list(kept[0])}
     del kept
