@@ -114,3 +114,34 @@ def test_binary_passages_show_as_offsets_and_hex(tmp_path: Path) -> None:
     assert f"@0x2be +3000: {core[:8].hex(' ')}" in out.stdout  # A's side: 2 + 700 bytes in
     assert f"@0x0 +3000: {core[:8].hex(' ')}" in out.stdout
     assert "··· 702 bytes ···" in out.stdout
+
+
+def test_a_name_that_is_not_utf8_is_shown_escaped_as_by_the_other_reports(tmp_path: Path) -> None:
+    """The text and html outputs show such a name in the shell's $'...' quoting (as
+    ``similar`` and ``dupes`` do, :func:`sif.events.display_path`), never its raw bytes:
+    the output is valid UTF-8 whatever the names."""
+    a, b, _ = spliced(tmp_path)
+    odd = tmp_path / os.fsdecode(b"caf\xe9 b.txt")
+    os.rename(b, odd)
+    args = [
+        sys.executable,
+        "-m",
+        "sif",
+        "explain",
+        "--context",
+        "1",
+        os.fsencode(a),
+        os.fsencode(odd),
+    ]
+    out = subprocess.run(args, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    shown = out.stdout.decode("utf-8")  # raises on a raw \xe9
+    want = "$'" + str(tmp_path) + "/caf\\xe9 b.txt'"
+    lines = shown.splitlines()
+    assert lines[1].startswith(f"B {want} (text, raw view,")
+    # The panes' heading (each name cut to its pane's width).
+    assert any(line.startswith(f"A {str(a)[:40]}") and " │ B $'" in line for line in lines[2:])
+    page = subprocess.run([*args, "--format", "html"], capture_output=True, timeout=120)
+    assert page.returncode == 0, page.stderr
+    html = page.stdout.decode("utf-8")
+    assert "caf\\xe9 b.txt" in html and "\ufffd" not in html

@@ -8,6 +8,7 @@ click on a row or an edge, and log no error or warning.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -21,6 +22,8 @@ import pytest
 from explainutil import spliced
 from textgen import text
 from treeutil import write
+
+SIF = (sys.executable, "-m", "sif")
 
 
 def sif(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
@@ -265,3 +268,31 @@ def test_the_explain_page_works_in_chromium(browser: object, tmp_path: Path) -> 
         assert hits and all(h.get_attribute("data-p").split().count("2") for h in hits)
     browser.save_screenshot(str(tmp_path / "pair.png"))
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+
+
+def test_a_name_that_is_not_utf8_is_shown_escaped_and_its_passages_embedded(
+    tmp_path: Path,
+) -> None:
+    """A file whose name is not valid UTF-8: the page stays valid UTF-8 and shows the name
+    in the shell's $'...' quoting, as the text reports do, in the table, the data and the
+    embedded passages (the file itself was opened by its own name to find them)."""
+    root = tmp_path / "tree"
+    a = text(1, 20_000)
+    write(root / "a.txt", a)
+    odd = os.fsencode(root) + b"/caf\xe9.txt"
+    with open(odd, "wb") as f:
+        f.write(a[:15_000] + text(3, 5_000))
+    out = tmp_path / "report.html"
+    run = subprocess.run(
+        [*SIF, "similar", "-q", "--index", tmp_path / "idx", "--format", "html", "-o", out, root],
+        capture_output=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    page = out.read_bytes().decode("utf-8")  # raises on a raw \xe9
+    shown = "$'" + str(root) + "/caf\\xe9.txt'"
+    [pair] = data_of(page)["pairs"]
+    assert shown in pair[:2] and str(root / "a.txt") in pair[:2]
+    assert data_of(page)["explained"] == [0]  # its passages are in the page
+    titles = re.findall(r'<div class="pane-title">[AB] ([^<]*)</div>', page)
+    assert html.escape(shown, quote=True) in titles

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from sif.events import display_path
 from sif.passages import ExplainedFile, Explanation, newline_positions
 
 #: Lines of context shown around each passage (``--context``).
@@ -205,8 +206,8 @@ def summary_lines(expl: Explanation) -> list[str]:
     a, b = expl.a, expl.b
     longest = expl.longest
     lines = [
-        f"A {a.path} ({a.kind}, {a.view} view, {a.size:,} bytes)",
-        f"B {b.path} ({b.kind}, {b.view} view, {b.size:,} bytes)",
+        f"A {display_path(a.path)} ({a.kind}, {a.view} view, {a.size:,} bytes)",
+        f"B {display_path(b.path)} ({b.kind}, {b.view} view, {b.size:,} bytes)",
         f"{len(expl.passages):,} shared passages of at least {expl.window} bytes; "
         f"{expl.shared_windows:,} distinct shared windows",
         f"A in B {100 * expl.a_in_b:.1f}%  B in A {100 * expl.b_in_a:.1f}%  "
@@ -223,7 +224,8 @@ def summary_lines(expl: Explanation) -> list[str]:
     for side in (a, b):
         if not side.mapped:
             lines.append(
-                f"note: {side.path}: offsets and lines are those of the {side.view} view "
+                f"note: {display_path(side.path)}: offsets and lines are those of the "
+                f"{side.view} view "
                 "(it keeps no map to the original lines)"
             )
     return lines
@@ -279,7 +281,11 @@ def write_text(
     left, right = pane(expl, "a", context), pane(expl, "b", context)
     half = max(20, (width - 3) // 2)
     out.write(
-        "\n" + f"A {expl.a.path}"[:half].ljust(half) + " │ " + f"B {expl.b.path}"[:half] + "\n"
+        "\n"
+        + f"A {display_path(expl.a.path)}"[:half].ljust(half)
+        + " │ "
+        + f"B {display_path(expl.b.path)}"[:half]
+        + "\n"
     )
     for k in range(max(len(left), len(right))):
         l_row = left[k] if k < len(left) else None

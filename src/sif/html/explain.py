@@ -10,6 +10,7 @@ panes are plain, coloured, preformatted text.
 
 from __future__ import annotations
 
+from sif.events import display_path
 from sif.explainview import DEFAULT_CONTEXT, MAX_ROWS, PASSAGE_LINES, Row, pane, summary_lines
 from sif.html import esc, page
 from sif.passages import Explanation
@@ -71,7 +72,7 @@ def pair_fragment(
         label = "A" if side == "a" else "B"
         panes.append(
             f'<div class="pane" data-side="{side}"><div class="pane-title">{label} '
-            f"{esc(info.path)}</div><pre>{body}</pre></div>"
+            f"{esc(display_path(info.path))}</div><pre>{body}</pre></div>"
         )
     return (
         f'<div class="pair" data-key="{esc(key)}"><ul class="pair-summary">{summary}</ul>'
@@ -82,6 +83,6 @@ def pair_fragment(
 
 def explain_page(expl: Explanation, *, context: int = DEFAULT_CONTEXT) -> str:
     """The standalone page of ``sif explain --format html``."""
-    title = f"sif explain {expl.a.path} {expl.b.path}"
+    title = f"sif explain {display_path(expl.a.path)} {display_path(expl.b.path)}"
     body = f"<h1>{esc(title)}</h1>\n" + pair_fragment(expl, context=context)
     return page(title, body, styles=("pair.css",), scripts=("pair.js",))

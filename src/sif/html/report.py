@@ -28,9 +28,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from sif.events import display_path
 from sif.html import esc, json_script, page
 
 #: Rows of the table written as plain HTML (the script shows every pair).
@@ -258,7 +259,7 @@ def _explained(
         try:
             expl = explainer(p.a, p.b)
         except Exception as exc:  # the file changed or went: the report still stands
-            on_error(f"{p.a} / {p.b}: passages not embedded ({exc})")
+            on_error(f"{display_path(p.a)} / {display_path(p.b)}: passages not embedded ({exc})")
             continue
         out[k] = pair_fragment(expl, context=2, passage_lines=24, max_rows=800, key=str(k))
     return out
@@ -274,8 +275,11 @@ def render_report(
 ) -> str:
     """The whole page. ``facts``: (name, value) lines of the summary."""
     t0 = time.perf_counter()
+    fragments = _explained(pairs, explainer, on_error)  # the files' own names, to open them
+    # Shown, a name that is not valid UTF-8 is in the shell's $'...' quoting, as in the text
+    # reports: the page stays valid UTF-8 (its raw bytes were written into it).
+    pairs = [replace(p, a=display_path(p.a), b=display_path(p.b)) for p in pairs]
     graph = graph_data(pairs)
-    fragments = _explained(pairs, explainer, on_error)
     order = sorted(range(len(pairs)), key=lambda k: -pairs[k].score)
     static = "".join(_row(k, pairs[k]) for k in order[:STATIC_ROWS])
     n = len(pairs)
@@ -374,7 +378,7 @@ def similar_report(
         f"{f.name} {getattr(o, f.name)}" for f in dataclasses.fields(o) if f.name != "threshold"
     )
     facts = [
-        ("roots", " ".join(roots)),
+        ("roots", " ".join(display_path(r) for r in roots)),
         ("threshold", f"{o.threshold:g}%"),
         ("parameters", options),
         ("files", f"{getattr(s, 'files', 0):,}"),
@@ -395,7 +399,7 @@ def query_report(
 ) -> str:
     """The report of :class:`sif.query.QueryResult` values."""
     facts = [
-        ("queries", " ".join(q.path for q in results)),
+        ("queries", " ".join(display_path(q.path) for q in results)),
         ("score", ", ".join(sorted({getattr(q, "by", "similarity") for q in results}))),
         ("matches", f"{sum(len(q.matches) for q in results):,}"),
         ("made", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
