@@ -256,3 +256,53 @@ def test_ctrl_c_while_a_fifo_given_to_o_is_stalled_exits_130_and_removes_nothing
         proc.kill()
         proc.wait()
         os.close(reader)
+
+
+FAIL_THIRD = """
+import sys
+import sif.cli.fuzzysum as fz
+from sif.errors import SifError
+
+real, seen = fz._digests_of, []
+
+def third_fails(path, variants, warn):
+    seen.append(path)
+    if len(seen) == 3:
+        raise {error}("the third file: it went wrong")
+    return real(path, variants, warn)
+
+fz._digests_of = third_fails
+from sif.cli import run
+sys.argv = ["sif", "fuzzysum", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        ("SifError", "sif: error: the third file: it went wrong"),
+        ("RuntimeError", "sif: error: RuntimeError: the third file: it went wrong"),
+    ],
+)
+def test_the_part_of_a_report_made_before_a_fatal_error_comes_before_its_line(
+    tmp_path: Path, error: str, line: str
+) -> None:
+    """Standard output and error into one pipe: the digests of the first two files (held in
+    standard output's buffer), then the error's line, then nothing; exit 3. The
+    interpreter's last flush let the two lines out after the error's."""
+    files = [tmp_path / f"f{i}.txt" for i in range(4)]
+    for i, f in enumerate(files):
+        f.write_bytes(f"file {i} of some words\n".encode() * 40)
+    script = FAIL_THIRD.format(error=error)
+    done = subprocess.run(
+        ["sh", "-c", '"$0" -c "$1" "$2" "$3" "$4" "$5" 2>&1', sys.executable, script, *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stdout
+    lines = done.stdout.splitlines()
+    assert len(lines) >= 3 and lines[2] == line, lines
+    assert [x.split("  ")[1] for x in lines[:2]] == [str(files[0]), str(files[1])]
+    assert lines[3:] in ([], ["sif: (SIF_DEBUG=1 shows the traceback)"])

@@ -70,12 +70,29 @@ def fail_cleanly(func: F) -> F:
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from exc
         except SifError as exc:
+            _report_before_error()
             click.echo(f"sif: error: {exc}", err=True)
             sys.exit(EXIT_FATAL)
         except BrokenPipeError:
             _stop_broken_pipe()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _report_before_error() -> None:
+    """Let out what standard output still buffers before a fatal error's line, not after it.
+
+    The report was cut by the error: its part already made goes first, then the
+    line that says why it stops (the exit status says it too). The interpreter's
+    last flush let it out after the line. If it cannot be written (the reader
+    went away, a full disk), it is dropped: the error to tell is the first one.
+    """
+    try:
+        sys.stdout.flush()
+    except Exception:
+        from sif.cli.streams import abandon_output
+
+        abandon_output()
 
 
 def run_guarded(func: Callable[[], Any]) -> Any:
@@ -113,11 +130,13 @@ def run_guarded(func: Callable[[], Any]) -> Any:
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     except SifError as exc:
+        _report_before_error()
         click.echo(f"sif: error: {exc}", err=True)
         sys.exit(EXIT_FATAL)
     except Exception as exc:  # the last resort: one line, never a traceback
         if interrupted.is_set():
             _exit_interrupted()
+        _report_before_error()
         click.echo(f"sif: error: {describe_exception(exc)}", err=True)
         if os.environ.get("SIF_DEBUG"):
             import traceback
