@@ -306,3 +306,36 @@ def test_the_part_of_a_report_made_before_a_fatal_error_comes_before_its_line(
     assert len(lines) >= 3 and lines[2] == line, lines
     assert [x.split("  ")[1] for x in lines[:2]] == [str(files[0]), str(files[1])]
     assert lines[3:] in ([], ["sif: (SIF_DEBUG=1 shows the traceback)"])
+
+
+WAIT_FOR_ERROR = """
+import os, sys, time
+err, deadline = sys.argv[1], time.monotonic() + 30
+while os.path.getsize(err) == 0 and time.monotonic() < deadline:
+    time.sleep(0.05)
+seen = os.path.getsize(err) > 0
+print(seen, len(sys.stdin.buffer.read()))
+"""
+
+
+def test_a_stalled_reader_does_not_hold_up_a_fatal_errors_line(tmp_path: Path) -> None:
+    """Standard output is a pipe whose reader takes nothing until the error's line is on
+    standard error: the pipe is full and the report's last part still buffered when
+    fuzzysum fails (standard input closed, after about 96 KB of digests), so letting it
+    out first would wait on the reader for ever. The line comes anyway (within the second
+    the report is given), then the whole report reaches the reader; exit 3."""
+    names = [f"f{i:04d}.txt" for i in range(2200)]  # 44 bytes a line: ~96 KB
+    for n in names:
+        (tmp_path / n).write_bytes(n.encode() * 3)
+    err = tmp_path / "err"
+    pipeline = '"$0" -m sif fuzzysum "$@" - <&- 2>"$ERR" | "$0" -c "$WAIT" "$ERR"'
+    done = subprocess.run(
+        ["sh", "-c", pipeline, sys.executable, *names],
+        cwd=tmp_path,
+        env={**os.environ, "ERR": str(err), "WAIT": WAIT_FOR_ERROR},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["True", str(44 * len(names))], done.stderr
+    assert err.read_text() == "sif: error: standard input is closed\n"

@@ -79,6 +79,11 @@ def fail_cleanly(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: Seconds a fatal error's line waits for standard output's reader to take the report's
+#: part already made (:func:`_report_before_error`).
+REPORT_BEFORE_ERROR_S = 1.0
+
+
 def _report_before_error() -> None:
     """Let out what standard output still buffers before a fatal error's line, not after it.
 
@@ -86,13 +91,13 @@ def _report_before_error() -> None:
     line that says why it stops (the exit status says it too). The interpreter's
     last flush let it out after the line. If it cannot be written (the reader
     went away, a full disk), it is dropped: the error to tell is the first one.
+    A reader that does not take it within :data:`REPORT_BEFORE_ERROR_S` (a pipe
+    to a stalled process) gets the rest after the line, as before: the line is
+    never held up by it.
     """
-    try:
-        sys.stdout.flush()
-    except Exception:
-        from sif.cli.streams import abandon_output
+    from sif.cli.streams import flush_within
 
-        abandon_output()
+    flush_within(REPORT_BEFORE_ERROR_S)
 
 
 def run_guarded(func: Callable[[], Any]) -> Any:

@@ -25,10 +25,12 @@ closed"; standard error is dropped.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import select
 import sys
+import time
 from typing import Any
 
 from sif import outfile
@@ -54,6 +56,7 @@ class Stream(io.RawIOBase):
         self._strict = strict
         self.failed = False  # from now on every write is dropped
         self.broken = False  # the reader went away (EPIPE)
+        self.deadline: float | None = None  # a write not begun by then: BlockingIOError
 
     def fileno(self) -> int:
         return self._fd
@@ -73,10 +76,19 @@ class Stream(io.RawIOBase):
         size = len(memoryview(data))
         if self.failed:
             return size
+        if self.deadline is not None:
+            # Written only as the reader takes it: at most PIPE_BUF bytes a write (a pipe
+            # that select calls writable holds that many), none once the time is up.
+            left = self.deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._fd], [], left)[1]:
+                raise BlockingIOError(errno.EAGAIN, "standard output is not being read")
+            data = memoryview(data)[: select.PIPE_BUF]
         while True:
             try:
                 return os.write(self._fd, data)
             except BlockingIOError:
+                if self.deadline is not None:
+                    raise
                 select.select([], [self._fd], [])
             except BrokenPipeError:
                 self.broken = True
@@ -114,6 +126,24 @@ class Closed(io.RawIOBase):
             return len(memoryview(data))
         self.failed = True
         raise OutputError(f"{self.name} is closed")
+
+
+def flush_within(seconds: float) -> None:
+    """Flush standard output if its reader takes it within ``seconds``; else leave the rest
+    in the buffer (the interpreter's last flush writes it, waiting as long as it must).
+    Dropped if it cannot be written (the reader went away, a full disk)."""
+    raw = _raw(sys.stdout)
+    if raw is not None:
+        raw.deadline = time.monotonic() + seconds
+    try:
+        sys.stdout.flush()
+    except BlockingIOError:
+        pass  # a reader that stalled: what is left goes out at the exit, as before
+    except Exception:
+        abandon_output()
+    finally:
+        if raw is not None:
+            raw.deadline = None
 
 
 def abandon_output() -> None:
