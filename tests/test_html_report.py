@@ -296,3 +296,27 @@ def test_a_name_that_is_not_utf8_is_shown_escaped_and_its_passages_embedded(
     assert data_of(page)["explained"] == [0]  # its passages are in the page
     titles = re.findall(r'<div class="pane-title">[AB] ([^<]*)</div>', page)
     assert html.escape(shown, quote=True) in titles
+
+
+def test_names_that_look_like_markup_or_are_not_utf8_keep_the_pages_data_readable() -> None:
+    """Paths holding ``<!--``, ``</script>``, ``<script>`` and undecodable bytes: the page's
+    data block is JSON that parses (``<\\!--`` was not, and stopped every script of the
+    page) to the shown names, and each graph node's label is its name's last part,
+    quoted as the name is."""
+    from sif.html.report import ReportPair, render_report
+
+    odd = os.fsdecode(b"/t/d\xfe/caf\xe9.txt")
+    names = ["/t/a<!--b.txt", "/t/</script><script>x.txt", odd, "/t/plain.txt"]
+    pairs = [
+        ReportPair(names[k], names[k + 1], 900, 1_000, "text", 80.0, 0.9, 0.8, True, False)
+        for k in range(len(names) - 1)
+    ]
+    page = render_report("t", [], pairs)
+    page.encode("utf-8")  # no surrogate: raises if a raw name got in
+    assert "<!--b" not in page.split('id="sif-data">')[1].split("</script>")[0]
+    data = data_of(page)
+    shown = ["/t/a<!--b.txt", "/t/</script><script>x.txt", "$'/t/d\\xfe/caf\\xe9.txt'"]
+    shown.append("/t/plain.txt")
+    assert [p[:2] for p in data["pairs"]] == [shown[k : k + 2] for k in range(3)]
+    labels = {n["id"]: n["label"] for n in data["graph"]["nodes"]}
+    assert labels[shown[2]] == "$'caf\\xe9.txt'" and labels["/t/a<!--b.txt"] == "a<!--b.txt"

@@ -77,11 +77,13 @@ _CONTROL = {i: f"\\x{i:02x}" for i in range(32)} | {
 }
 
 
-_NEEDS_QUOTING = re.compile("[\x00-\x1f\x7f\udc80-\udcff]")
+_NEEDS_QUOTING = re.compile("[\x00-\x1f\x7f\udc80-\udcff]|^\\$'")
 
 
 def needs_quoting(path: str) -> bool:
-    """Whether ``path`` holds bytes that are not valid UTF-8 or control characters.
+    """Whether ``path`` holds bytes that are not valid UTF-8 or control characters, or
+    begins as a quoted name does (``$'``: shown as it is, ``$'x\\xff'`` would read as
+    another file's name, ``x`` and the byte 0xff).
 
     One regular-expression scan (no Python loop over the characters).
     """

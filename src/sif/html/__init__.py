@@ -36,7 +36,9 @@ def esc(text: object) -> str:
 def json_script(element_id: str, data: Any) -> str:
     """``data`` as an inline JSON block (``</`` escaped so that it cannot end the script)."""
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    body = body.replace("</", "<\\/").replace("<!--", "<\\!--")
+    # "<\u0021--" where it was "<\!--", which no JSON parser takes: a path holding "<!--"
+    # made the page's data unreadable (every script of the report stopped).
+    body = body.replace("</", "<\\/").replace("<!--", "<\\u0021--")
     return f'<script type="application/json" id="{esc(element_id)}">{body}</script>'
 
 

@@ -133,6 +133,14 @@ class _Classes:
             self.parent[max(rx, ry)] = min(rx, ry)
 
 
+def _label(shown: str) -> str:
+    """A node's label: the last part of its file's shown name, quoted as the name is
+    (``$'dir/caf\\xe9.txt'`` is ``$'caf\\xe9.txt'``; a ``/`` is never escaped in it)."""
+    if shown.startswith("$'") and shown.endswith("'") and len(shown) > 3:
+        return "$'" + (os.path.basename(shown[2:-1]) or shown[2:-1]) + "'"
+    return os.path.basename(shown) or shown
+
+
 def graph_data(pairs: Sequence[ReportPair]) -> dict[str, Any]:
     """Nodes (replica classes), edges (contained -> container, capped) and their counts."""
     classes = _Classes()
@@ -185,7 +193,7 @@ def graph_data(pairs: Sequence[ReportPair]) -> dict[str, Any]:
         nodes.append(
             {
                 "id": c,
-                "label": os.path.basename(c) or c,
+                "label": _label(c),
                 "count": len(ms),
                 "paths": ms[:50],
                 "cluster": cid,
