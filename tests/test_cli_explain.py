@@ -99,6 +99,16 @@ def test_bad_inputs_are_one_line_and_status_2(tmp_path: Path) -> None:
         assert out.stderr.count("\n") == 1 and cause in out.stderr, out.stderr
         assert str(tmp_path / name) in out.stderr and "Traceback" not in out.stderr
         assert out.stdout == ""
+    # A name that is not valid UTF-8, missing or a directory: quoted as the reports quote it.
+    (tmp_path / os.fsdecode(b"dir\xfe")).mkdir()
+    for raw, cause in ((b"nope\xff", "no such file or directory"), (b"dir\xfe", "is a directory")):
+        args = [sys.executable, "-m", "sif", "explain", os.fsencode(good)]
+        done = subprocess.run([*args, os.fsencode(tmp_path) + b"/" + raw], capture_output=True)
+        shown = f"$'{tmp_path}/{raw.decode('latin-1').encode('unicode_escape').decode()}'"
+        assert done.returncode == 2 and done.stdout == b""
+        assert done.stderr.decode("utf-8") == f"sif: error: {shown}: {cause}" + (
+            " (explain compares two files)\n" if raw.startswith(b"dir") else "\n"
+        )
 
 
 def test_binary_passages_show_as_offsets_and_hex(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sif.errors import ConfigError, InputError
-from sif.events import ScanWarning, WarningSink, ignore_warning
+from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -180,7 +180,7 @@ def _origin(path: str) -> str:
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{display_path(path)}: {exc.strerror or exc}") from None
     if st is None:
         cut = path.find("!/")
         while cut > 0:
@@ -191,12 +191,12 @@ def _origin(path: str) -> str:
             except OSError:
                 pass
             cut = path.find("!/", cut + 2)
-        raise ConfigError(f"{path}: no such file or directory")
+        raise ConfigError(f"{display_path(path)}: no such file or directory")
     if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{path}: is a directory (explain compares two files)")
+        raise ConfigError(f"{display_path(path)}: is a directory (explain compares two files)")
     if not stat.S_ISREG(st.st_mode):
         what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
-        raise ConfigError(f"{path}: {what}: not read")
+        raise ConfigError(f"{display_path(path)}: {what}: not read")
     return path
 
 
@@ -227,9 +227,9 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
             # An archive named as a whole: its bytes, raw (name a member with a.zip!/x).
             chosen = (None, None, "raw", True)
         elif origin != path:
-            raise ConfigError(f"{path}: no such member in {origin}")
+            raise ConfigError(f"{display_path(path)}: no such member in {display_path(origin)}")
         else:
-            raise InputError(f"{path}: cannot be read")
+            raise InputError(f"{display_path(path)}: cannot be read")
     assert chosen is not None
     entry, data, view, mapped = chosen
     if data is not None and entry is not None:
@@ -239,7 +239,7 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
     try:
         fd, st = open_regular(origin)
     except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror or exc}") from None
+        raise InputError(f"{display_path(path)}: {exc.strerror or exc}") from None
     with ExitStack() as stack:
         stack.callback(os.close, fd)
         if st.st_size == 0:
@@ -249,7 +249,9 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
             try:
                 mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
             except (OSError, ValueError) as exc:
-                raise InputError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+                raise InputError(
+                    f"{display_path(path)}: {getattr(exc, 'strerror', None) or exc}"
+                ) from None
             # The array holds the mapping (closed when the last view goes); the descriptor
             # is closed now: the mapping keeps its own.
             arr = np.frombuffer(mm, dtype=np.uint8)
