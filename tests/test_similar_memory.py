@@ -213,7 +213,7 @@ def test_the_workers_end_before_the_result_is_built(
     assert described(two) == described(one) == described(again) and len(one.pairs) > 5
     assert len(pools) == 2 and len(alive_at_result) == 3
     assert alive_at_result[0] == []  # one job: no worker
-    # The full runs decide here (the reuse, in score._score): no worker left for the second.
-    assert len(decided) == 2 and decided[0] == []
+    # Every run decides through run.decide: the full ones and the reuse.
+    assert len(decided) == 3 and decided[0] == []
     for codes in alive_at_result[1:] + decided[1:]:
         assert codes and all(c is not None for c in codes), codes  # every worker has exited

@@ -43,7 +43,7 @@ def _file(files: dict[str, Any], i: int) -> SimilarFile:
 
 
 def _one_at_a_time(files: dict[str, Any], cols: dict[str, Any]) -> list[SimilarPair]:
-    """The pairs as ``_score`` made them before the table: one object a row, sorted."""
+    """The pairs as ``decide`` made them before the table: one object a row, sorted."""
     out = []
     for j in range(len(cols["ia"])):
         fa, fb = _file(files, cols["ia"][j]), _file(files, cols["ib"][j])

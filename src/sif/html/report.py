@@ -133,16 +133,12 @@ class _Classes:
             self.parent[max(rx, ry)] = min(rx, ry)
 
 
-def _label(shown: str) -> str:
-    """A node's label: the last part of its file's shown name, quoted as the name is
-    (``$'dir/caf\\xe9.txt'`` is ``$'caf\\xe9.txt'``; a ``/`` is never escaped in it)."""
-    if shown.startswith("$'") and shown.endswith("'") and len(shown) > 3:
-        return "$'" + (os.path.basename(shown[2:-1]) or shown[2:-1]) + "'"
-    return os.path.basename(shown) or shown
-
-
 def graph_data(pairs: Sequence[ReportPair]) -> dict[str, Any]:
-    """Nodes (replica classes), edges (contained -> container, capped) and their counts."""
+    """Nodes (replica classes), edges (contained -> container, capped) and their counts.
+
+    Made from the files' own names; a name is shown (ids, labels, paths) as the
+    table shows it (:func:`sif.events.display_path`, which tells every two apart).
+    """
     classes = _Classes()
     for p in pairs:
         classes.find(p.a)
@@ -192,16 +188,16 @@ def graph_data(pairs: Sequence[ReportPair]) -> dict[str, Any]:
         ms = sorted(members[c])
         nodes.append(
             {
-                "id": c,
-                "label": _label(c),
+                "id": display_path(c),
+                "label": display_path(os.path.basename(c) or c),
                 "count": len(ms),
-                "paths": ms[:50],
+                "paths": [display_path(m) for m in ms[:50]],
                 "cluster": cid,
             }
         )
     return {
         "nodes": nodes,
-        "edges": edges,
+        "edges": [{**e, "s": display_path(e["s"]), "t": display_path(e["t"])} for e in edges],
         "edges_total": len(best),
         "edges_left_out": left_out,
         "per_node": EDGES_PER_NODE,
@@ -284,10 +280,10 @@ def render_report(
     """The whole page. ``facts``: (name, value) lines of the summary."""
     t0 = time.perf_counter()
     fragments = _explained(pairs, explainer, on_error)  # the files' own names, to open them
+    graph = graph_data(pairs)
     # Shown, a name that is not valid UTF-8 is in the shell's $'...' quoting, as in the text
     # reports: the page stays valid UTF-8 (its raw bytes were written into it).
     pairs = [replace(p, a=display_path(p.a), b=display_path(p.b)) for p in pairs]
-    graph = graph_data(pairs)
     order = sorted(range(len(pairs)), key=lambda k: -pairs[k].score)
     static = "".join(_row(k, pairs[k]) for k in order[:STATIC_ROWS])
     n = len(pairs)

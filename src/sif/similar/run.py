@@ -36,7 +36,7 @@ from sif.similar.model import (
     SimilarSet,
     SimilarStats,
 )
-from sif.similar.score import _score, decide, pending_exact, score_exact
+from sif.similar.score import decide, pending_exact, score_exact
 from sif.similar.sets import similar_sets
 from sif.similar.smallpass import small_pass
 from sif.similar.spill import spill
@@ -228,7 +228,8 @@ def _find(
     if reused is not None:  # every score needed is stored: no file is opened
         _end_workers(pool)
         cols, files = reused
-        kept = _score(cols, files, options, fp_params, stats, on_warning, progress)
+        # (_reuse_unchanged took them only with no pair left to score exactly.)
+        kept = decide(cols, files, options, fp_params, stats)
         pairs = PairTable(files, kept, take=True)
         return _result(pairs, options, stats, started)
     normalize = getattr(params, "normalize", None)

@@ -117,28 +117,6 @@ def _slice(cols: dict[str, npt.NDArray[Any]], lo: int, hi: int) -> dict[str, npt
     return {k: v[lo:hi] for k, v in cols.items()}
 
 
-def _score(
-    cols: dict[str, npt.NDArray[Any]],
-    files: dict[str, npt.NDArray[Any]],
-    options: SimilarOptions,
-    params: FingerprintParams,
-    stats: SimilarStats,
-    on_warning: WarningSink,
-    progress: Progress,
-    pool: Any = None,
-    jobs: int = 1,
-    engine: Any = None,
-) -> dict[str, npt.NDArray[Any]]:
-    """Scores, filters and threshold over all collated pairs, vectorised: the columns of the
-    kept pairs' :class:`sif.similar.table.PairTable`.
-
-    First the pairs to score exactly, read and scored (:func:`score_exact`),
-    then the decision (:func:`decide`).
-    """
-    score_exact(cols, files, options, params, stats, on_warning, progress, pool, jobs, engine)
-    return decide(cols, files, options, params, stats)
-
-
 def _spans(n: int) -> list[tuple[int, int]]:
     return [(lo, min(n, lo + SCORE_SLICE)) for lo in range(0, n, SCORE_SLICE)] or [(0, 0)]
 
