@@ -339,3 +339,25 @@ def test_a_stalled_reader_does_not_hold_up_a_fatal_errors_line(tmp_path: Path) -
     )
     assert done.stdout.split() == ["True", str(44 * len(names))], done.stderr
     assert err.read_text() == "sif: error: standard input is closed\n"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "html"])
+def test_standard_output_is_utf8_whatever_pythons_encoding_of_it(tmp_path: Path, fmt: str) -> None:
+    """Under PYTHONIOENCODING=ascii explain's text (its `│`), its json and its page go out as
+    UTF-8, as the reports write them; a name that is not UTF-8 as its bytes. Before, the
+    text failed on `│` with an encoding error (exit 3)."""
+    text = b"caf\xc3\xa9 \xe2\x94\x82 a line long enough to hold a few windows of fifty bytes\n" * 3
+    a = tmp_path / "a\xe9.txt".encode("latin-1").decode("utf-8", "surrogateescape")
+    a.write_bytes(text)
+    (tmp_path / "b.txt").write_bytes(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", "explain", "--format", fmt, str(a), str(tmp_path / "b.txt")],
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode("utf-8")  # UTF-8 throughout
+    assert "b.txt" in out
+    if fmt == "text":
+        assert "│" in out and "café" in out

@@ -178,7 +178,16 @@ def install() -> None:
             io.BufferedWriter(Closed("standard output")), "utf-8", "surrogateescape"
         )
     else:
-        sys.stdout = _wrap(sys.stdout, "standard output", strict=True, buffer=BUFFER)
+        # UTF-8 whatever Python's encoding of it (PYTHONIOENCODING=ascii, a Latin-1
+        # locale), as the reports write to its buffer: explain's `│` failed there; a name
+        # that is not UTF-8 goes as its bytes.
+        sys.stdout = _wrap(
+            sys.stdout,
+            "standard output",
+            strict=True,
+            buffer=BUFFER,
+            encoding=("utf-8", "surrogateescape"),
+        )
     if 2 in closed and sys.stderr is None:  # now /dev/null: warnings go nowhere, quietly
         sys.stderr = io.TextIOWrapper(
             io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
@@ -204,7 +213,16 @@ def _reserve_standard_descriptors() -> list[int]:
     return closed
 
 
-def _wrap(stream: Any, name: str, *, strict: bool, buffer: int) -> Any:
+def _wrap(
+    stream: Any,
+    name: str,
+    *,
+    strict: bool,
+    buffer: int,
+    encoding: tuple[str, str] | None = None,
+) -> Any:
+    """``stream`` written through a :class:`Stream`; ``encoding``: its (encoding, errors)
+    instead of the stream's own."""
     if stream is None or not isinstance(stream, io.TextIOWrapper):
         return stream
     try:
@@ -215,8 +233,8 @@ def _wrap(stream: Any, name: str, *, strict: bool, buffer: int) -> Any:
     raw = Stream(fd, name, strict=strict)
     return io.TextIOWrapper(
         io.BufferedWriter(raw, buffer),
-        encoding=stream.encoding,
-        errors=stream.errors,
+        encoding=encoding[0] if encoding else stream.encoding,
+        errors=encoding[1] if encoding else stream.errors,
         # Flushed at each line on a terminal (under `python -u` too, which made Python's
         # own unbuffered) and on standard error (as Python has it since 3.9).
         line_buffering=stream.line_buffering or not strict or os.isatty(fd),
