@@ -287,8 +287,10 @@ NAMES = ("a", "b", "c")
 def trees_and_roots(draw: st.DrawFn) -> tuple[list[str], list[str], list[str]]:
     """Directories (paths like ``a/b/c``), files in them, and a list of roots among both.
 
-    Roots may nest, repeat, be spelled ``x/./y`` or ``x/../x/y``, or be symlinks
-    to a directory of the tree (another name for a directory walked anyway).
+    Roots may nest, repeat, be spelled ``x/./y`` or ``x/../x/y``, be symlinks
+    to a directory of the tree (another name for a directory walked anyway), or
+    reach their file or directory through a symlink to its parent (``via:``:
+    another name for the same entry, which a file root once gave twice).
     """
     paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=6).map("/".join)
     dirs = sorted(set(draw(st.lists(paths, min_size=1, max_size=12))))
@@ -297,7 +299,7 @@ def trees_and_roots(draw: st.DrawFn) -> tuple[list[str], list[str], list[str]]:
         {f"{d}/f{i}" for d in draw(st.lists(st.sampled_from(every), max_size=15)) for i in (1, 2)}
     )
     spelled = st.sampled_from(every + files).flatmap(
-        lambda p: st.sampled_from([p, p.replace("/", "/./", 1), p + "/", "link:" + p])
+        lambda p: st.sampled_from([p, p.replace("/", "/./", 1), p + "/", "link:" + p, "via:" + p])
     )
     roots = draw(st.lists(spelled, min_size=1, max_size=5))
     return every, files, roots
@@ -314,6 +316,10 @@ def make_tree(top: Path, dirs: list[str], files: list[str], roots: list[str]) ->
             link = top / f"root-link{i}"
             os.symlink(top / r[5:], link)
             out.append(str(link))
+        elif r.startswith("via:"):  # the parent through a link: the same entry, named anew
+            link = top / f"parent-link{i}"
+            os.symlink((top / r[4:]).parent, link)
+            out.append(f"{link}/{Path(r[4:]).name}")
         else:
             out.append(f"{top}/{r}")
     return out
@@ -373,6 +379,7 @@ def test_parallel_walk_gives_the_serial_records(
         assert sorted(pw, key=str) == sorted(sw, key=str)
         names = [(r.dev, r.ino) for r in serial if not r.symlink]  # a linked root is a name
         assert len(set(names)) == len(names)  # no file of the tree under two names
+        assert len({(r.dev, r.ino) for r in shared if not r.symlink}) == len(names)
 
 
 def test_nested_roots_under_two_jobs_list_a_file_once(tmp_path: Path, pool: object) -> None:
@@ -384,6 +391,27 @@ def test_nested_roots_under_two_jobs_list_a_file_once(tmp_path: Path, pool: obje
         serial, _, shared, _ = serial_and_parallel(paths, pool, batch=256, levels=4)
         assert len(serial) == 21
         assert sorted(shared) == sorted(serial)
+
+
+def test_a_file_root_named_twice_is_one_file_and_its_hard_links_stay(
+    tmp_path: Path, pool: object
+) -> None:
+    """``d/f``, ``/abs/d/f``, ``link/f`` and a bind mount's ``f`` are one entry: one record
+    (two made ``sif dupes`` call the file a replica of itself, and ``sif remove`` then
+    deleted the only copy). A hard link of it is another entry: it stays."""
+    write(tmp_path / "d/f", b"precious\n")
+    write(tmp_path / "d/g", b"other\n")
+    os.link(tmp_path / "d/g", tmp_path / "d/g2")
+    os.symlink(tmp_path / "d", tmp_path / "link")
+    (tmp_path / "bound").mkdir()
+    rel = os.path.relpath(tmp_path / "d/f")
+    names = [rel, str(tmp_path / "d/f"), str(tmp_path / "link/f"), str(tmp_path / "bound/f")]
+    with mounted(tmp_path / "d", tmp_path / "bound"):
+        for roots in (names, list(reversed(names))):
+            g = [str(tmp_path / "d/g"), str(tmp_path / "link/g"), str(tmp_path / "d/g2")]
+            serial, _, shared, _ = serial_and_parallel([*roots, *g], pool)
+            for records in (serial, shared):
+                assert [r.path for r in records] == [roots[0], g[0], g[2]]
 
 
 def mounted(source: Path, target: Path) -> contextlib.AbstractContextManager[None]:

@@ -126,12 +126,7 @@ def walk_tree(
     finally:
         tree.close()
     pairs = iter(got)
-    held = set(zip(pairs, pairs, strict=True)) | skip
-    return [
-        walker._record(path, st, link)
-        for path, st, link in file_roots
-        if not walker._under(path, held) and walker._keep(os.path.basename(path), path, st)
-    ]
+    return walker._file_records(file_roots, set(zip(pairs, pairs, strict=True)) | skip)
 
 
 def _drain(

@@ -243,10 +243,31 @@ class Walker:
                         subdirs.append((prefix + name, k, top_dev, ancestors | {k}))
                 # Reversed so that the walk visits subdirectories in readdir order.
                 stack.extend(reversed(subdirs))
-        held = visited | skip if skip else visited
+        yield from self._file_records(file_roots, visited | skip if skip else visited)
+
+    def _file_records(
+        self, file_roots: list[tuple[str, os.stat_result, bool]], held: AbstractSet[tuple[int, int]]
+    ) -> list[FileRecord]:
+        """The records of the file roots not under a directory of ``held``, each directory
+        entry once: ``d/f`` and ``/abs/d/f`` (or ``link/f``, a bind mount's ``f``) name one
+        entry, which two records made into two replicas of one file, and an action given
+        the report deleted the only copy. Names that are hard links of one file are
+        other entries, and stay (one file, listed together)."""
+        entries: dict[tuple[int, int], list[tuple[int, int, str] | None]] = {}
+        out = []
         for path, st, link in file_roots:
-            if not self._under(path, held) and self._keep(os.path.basename(path), path, st):
-                yield self._record(path, st, link)
+            if self._under(path, held) or not self._keep(os.path.basename(path), path, st):
+                continue
+            seen = entries.setdefault((st.st_dev, st.st_ino), [])
+            if seen:  # rare: the inode named before, by this entry or a hard link of it
+                entry = _entry(path, st)
+                if entry is None or entry in seen:
+                    continue
+                seen.append(entry)
+            else:
+                seen.append(_entry(path, st) if st.st_nlink > 1 else None)
+            out.append(self._record(path, st, link))
+        return out
 
     def _children(
         self,
@@ -484,3 +505,17 @@ def walk(
 ) -> Iterator[FileRecord]:
     """Yield every regular file under ``roots`` that passes ``options``."""
     return Walker(options or WalkOptions(), on_warning).walk(roots)
+
+
+def _entry(path: str, st: os.stat_result) -> tuple[int, int, str] | None:
+    """The directory entry ``path`` names, through any links on its way: its directory's
+    device and inode and its own name; ``None`` for a file with one link (its only entry),
+    or one whose directory cannot be looked at (then one of its names is kept)."""
+    if st.st_nlink <= 1:
+        return None
+    real = os.path.realpath(path)
+    try:
+        up = os.stat(os.path.dirname(real))
+    except OSError:
+        return None
+    return (up.st_dev, up.st_ino, os.path.basename(real))

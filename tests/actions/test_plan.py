@@ -238,3 +238,50 @@ def test_a_bad_line_deep_in_a_long_report_is_named_by_its_number(
         lines[at] = bad
         with pytest.raises(InputError, match=f"line {at + 1}: {message}"):
             read_report(io.BytesIO(b"\n".join([*lines, b"2]", b"3"]) + b"\n"))
+
+
+@pytest.mark.parametrize("action", ["remove", "link", "symlink", "trash"])
+def test_one_file_listed_twice_is_refused_and_kept(tmp_path: Path, action: str) -> None:
+    """A report that lists one file as two replicas (by hand, or from a sif that walked
+    ``d/f`` and ``/abs/d/f`` as two files) is refused for the group: the action would
+    drop the only copy for itself. Every action: nothing changes, exit 1."""
+    write(tmp_path / "d/f", DATA)
+    write(tmp_path / "d/g", DATA)
+    report_of(tmp_path / "d", path=tmp_path / "r.json")
+    header, line = (tmp_path / "r.json").read_bytes().splitlines()
+    group = json.loads(line)
+    first = group["files"][0]
+    other = dict(first, names=[first["names"][0].replace("/d/", "/d/./")])
+    group["files"] = [first, other]
+    group["paths"] = [first["names"][0], other["names"][0]]
+    (tmp_path / "r.json").write_bytes(header + b"\n" + json.dumps(group).encode() + b"\n")
+    os.unlink(tmp_path / "d/g")
+    plan = plan_actions(read_report(io.BytesIO((tmp_path / "r.json").read_bytes())), "remove")
+    assert not plan.steps and len(plan.refused) == 1
+    assert "are one file (the same device and inode), listed twice" in plan.refused[0]
+    args = {"remove": ["remove"], "link": ["link"], "symlink": ["link", "--symlink"]}
+    done = sif(
+        *args.get(action, ["remove", "--trash"]),
+        str(tmp_path / "r.json"),
+        cwd=tmp_path,
+        env={"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_STATE_HOME": str(tmp_path / "st")},
+    )
+    assert done.returncode == 1, done.stderr
+    assert (tmp_path / "d/f").read_bytes() == DATA and not (tmp_path / "d/f").is_symlink()
+    assert os.listdir(tmp_path / "d") == ["f"]
+
+
+def test_dupes_names_a_file_given_twice_once_so_remove_keeps_it(tmp_path: Path) -> None:
+    """The report of `sif dupes d/f /abs/d/f` has no group (it listed the file as its own
+    replica, and `sif remove` of it deleted the only copy, exit 0)."""
+    write(tmp_path / "d/f", DATA)
+    os.symlink(tmp_path / "d", tmp_path / "e")
+    out = sif("dupes", "--format", "json", "d/f", str(tmp_path / "d/f"), "e/f", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 1  # the header alone
+    (tmp_path / "r.json").write_text(out.stdout)
+    done = sif(
+        "remove", str(tmp_path / "r.json"), cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)}
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "d/f").read_bytes() == DATA

@@ -318,6 +318,14 @@ def plan_actions(
     key = rank_key(keep, _Roots(root_list))
     for gi, g in enumerate(groups, 1):
         plain = [r for r in g.replicas if r.archive is None]
+        twice = _listed_twice(plain)
+        if twice is not None:  # one file as two replicas: its "redundant copy" is itself
+            plan.refused.append(
+                f"group {gi} ({g.digest}): {display_path(twice[0].path)} and "
+                f"{display_path(twice[1].path)} are one file (the same device and inode), "
+                "listed twice: nothing done in the group"
+            )
+            continue
         ranked = sorted(plain, key=key)
         protected = [r for r in ranked if _protected(r, keep)]
         kept = set(map(id, protected))
@@ -379,6 +387,18 @@ def plan_actions(
                 Step(len(plan.steps), action, gi, g.digest, k, d, target=target, noop=noop)
             )
     return plan
+
+
+def _listed_twice(replicas: list[Replica]) -> tuple[Replica, Replica] | None:
+    """Two replicas of ``replicas`` that are one file, if any: a report where one file
+    is two entries (edited by hand, or made by a sif that listed ``d/f`` and
+    ``/abs/d/f`` as two files) would have the action drop the only copy for itself."""
+    first: dict[tuple[int, int], Replica] = {}
+    for r in replicas:
+        other = first.setdefault((r.dev, r.ino), r)
+        if other is not r:
+            return other, r
+    return None
 
 
 def _what(gi: int, g: Group, best: Replica) -> str:
