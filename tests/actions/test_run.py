@@ -421,3 +421,78 @@ def test_a_full_disk_fails_the_step_and_leaves_the_file(tmp_path: Path) -> None:
         after = snapshot(d)
         assert {p: v for p, v in after.items() if "/.Trash" not in p} == before
         assert [p for p in after if p.endswith(".trashinfo")] == []
+
+
+def test_a_journal_cut_short_by_a_full_disk_is_resumed_then_undone(tmp_path: Path) -> None:
+    """A full disk stops the run with one line naming the journal; its last record may be
+    cut short. ``resume`` (after room was made) cuts that half line off before it appends:
+    appended right after it, its records made a line that was no JSON, and ``undo`` then
+    refused the journal as damaged for good. Then ``undo`` gives back every file."""
+    tree = tmp_path / "t"
+    for g in range(60):
+        for c in range(5):
+            write(tree / f"c{c}" / f"f{g}", f"group {g}\n".encode() * (g + 1))
+    before = contents(tree)
+    inodes = len({os.stat(p).st_ino for p in before})
+    report = saved_report(tree, out=tmp_path / "report.json")
+    with tmpfs("1m") as d:
+        filler = d / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:  # every block, then room for the plan and a few of its records
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        os.truncate(filler, max(0, filler.stat().st_size - 160 * 1024))
+        journal = d / "j.jsonl"
+        r = sif("link", "--journal", str(journal), str(report))
+        assert r.returncode == 3, r.stderr
+        assert f"sif: error: {journal}: cannot write the journal: no space left on device" in (
+            r.stderr
+        )
+        if journal.read_bytes().endswith(b"\n"):  # cut at a line's end: cut one short
+            with open(journal, "ab") as f:
+                f.write(b'{"j":"begin","step":9')
+        os.truncate(filler, 0)
+        r = sif("resume", str(journal))
+        assert r.returncode == 0, r.stderr
+        lines = journal.read_bytes().splitlines()
+        assert all(json.loads(line) for line in lines)  # every line whole
+        r = sif("undo", str(journal))
+        assert r.returncode == 0, r.stderr
+        assert "0 refused, 0 failed" in r.stderr
+    assert contents(tree) == before
+    assert len({os.stat(p).st_ino for p in before}) == inodes
+
+
+@pytest.mark.parametrize("command", ["resume", "undo"])
+def test_a_journal_held_by_another_sif_is_refused_and_left_alone(
+    tmp_path: Path, command: str
+) -> None:
+    """One journal, one sif at a time: two ``resume`` runs of one journal both acted, and
+    the loser's records hid steps from a later ``undo``. The second is refused (exit 3),
+    the journal untouched; once the first has ended, the journal serves again."""
+    import fcntl
+
+    for c in "abc":
+        write(tmp_path / "t" / c / "f", A)
+    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
+    journal = tmp_path / "j.jsonl"
+    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    if command == "resume":  # a run killed after its last step, before its end record
+        lines = journal.read_bytes().splitlines(keepends=True)
+        journal.write_bytes(b"".join(x for x in lines if not x.startswith(b'{"j":"end"')))
+    held = journal.read_bytes()
+    fd = os.open(journal, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running sif holds it
+        r = sif(command, str(journal))
+        assert r.returncode == 3, r.stderr
+        assert f"sif: error: {journal}: in use by another sif" in r.stderr
+        assert journal.read_bytes() == held
+    finally:
+        os.close(fd)
+    r = sif(command, str(journal))
+    assert r.returncode == 0, r.stderr

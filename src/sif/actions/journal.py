@@ -32,7 +32,8 @@ from json.encoder import encode_basestring as _jstr
 from typing import Any
 
 from sif.actions.plan import FileRef, Step
-from sif.errors import InputError
+from sif.errors import InputError, SifError
+from sif.events import display_path
 from sif.report import json_line
 
 JOURNAL_KIND = "sif journal"
@@ -155,9 +156,10 @@ class Journal:
                 tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
             )
         except OSError as exc:
-            raise InputError(f"{path}: cannot write the journal: {exc.strerror}") from None
+            raise _write_error(path, exc) from None
         journal = cls(path, fd)
         try:
+            _lock(path, fd)  # held under the journal's own name, once renamed
             head = {"j": "header", "kind": JOURNAL_KIND, "format": JOURNAL_FORMAT, **header}
             lines = [json_line(head), *map(step_line, steps)]
             journal._write(b"".join(lines), sync=True)
@@ -170,8 +172,27 @@ class Journal:
 
     @classmethod
     def append_to(cls, path: str) -> Journal:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        return cls(path, fd)
+        """The journal at ``path``, open to append (``resume``, ``undo``), its last line
+        cut off first if a kill or a full disk left it cut short: records appended right
+        after half a line made one line that was no JSON, and every later ``undo`` then
+        refused the journal as damaged. That half record was never whole, so it never
+        counted (:func:`read_journal` skips it): a step it began is inferred from the files,
+        as after a kill before it was written."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            raise _write_error(path, exc) from None
+        journal = cls(path, fd)
+        try:
+            _lock(path, fd)
+            _cut_torn_tail(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise _write_error(path, exc) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        return journal
 
     def write(self, data: bytes, sync: bool = False) -> None:
         """Append records already encoded (:func:`begin_line`, :func:`done_line`)."""
@@ -179,10 +200,13 @@ class Journal:
 
     def _write(self, data: bytes, sync: bool) -> None:
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        if sync:
-            os.fsync(self._fd)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if sync:
+                os.fsync(self._fd)
+        except OSError as exc:  # a full disk: the run stops, naming the journal
+            raise _write_error(self.path, exc) from None
 
     def record(self, kind: str, step: int | None = None, sync: bool = False, **fields: Any) -> None:
         """Append one record; ``sync`` fsyncs it (a batch of ``begin`` records: :meth:`sync`)."""
@@ -194,15 +218,67 @@ class Journal:
 
     def sync(self) -> None:
         """Make every record written so far durable."""
-        os.fsync(self._fd)
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise _write_error(self.path, exc) from None
 
-    def close(self, synced: bool = False) -> None:
-        """Close the journal, fsynced first unless ``synced`` (the caller just did)."""
+    def close(self, synced: bool = False, failing: bool = False) -> None:
+        """Close the journal, fsynced first unless ``synced`` (the caller just did).
+        ``failing``: the run is stopping on an error of its own (a full disk, Ctrl-C),
+        which a failed fsync here must not hide."""
         if self._fd >= 0:
-            if not synced:
-                os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            try:
+                if not synced:
+                    os.fsync(fd)
+            except OSError as exc:
+                if not failing:
+                    raise _write_error(self.path, exc) from None
+            finally:
+                os.close(fd)
+
+
+class JournalError(SifError):
+    """The journal could not be written: the run stops there (exit 3), the journal named."""
+
+
+def _write_error(path: str, exc: OSError) -> JournalError:
+    from sif.outfile import cause_of
+
+    return JournalError(f"{display_path(path)}: cannot write the journal: {cause_of(exc)}")
+
+
+def _lock(path: str, fd: int) -> None:
+    """Hold the journal for this process alone (``flock``, let go when it ends): two
+    ``resume`` runs of one journal both acted, and the loser's ``skipped`` records, after
+    the winner's ``done``, hid some 370 steps from a later ``undo``."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise JournalError(
+            f"{display_path(path)}: in use by another sif (the run, a resume or an undo of "
+            "it): try again when it has ended"
+        ) from None
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Cut the file open at ``fd`` back to its last newline, if it does not end in one."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at >= 0:
+            os.ftruncate(fd, start + at + 1)
+            os.fsync(fd)
+            return
+        end = start
+    # No whole line at all: not a journal read_journal took; left as it is.
 
 
 @dataclass

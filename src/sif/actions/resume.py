@@ -94,10 +94,15 @@ def reconcile(data: JournalData, journal: Journal | None, runner: Runner | None)
 
 def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> RunResult:
     """Finish a run that was killed: settle its interrupted step, run the steps never begun."""
-    data = read_journal(path)
-    if data.ended:
-        raise InputError(f"{path}: that run finished: nothing to resume")
+    read_journal(path)  # a journal, before anything opens it to write
     j = Journal.append_to(path)
+    try:
+        data = read_journal(path)  # again, held: as no other run leaves it
+        if data.ended:
+            raise InputError(f"{path}: that run finished: nothing to resume")
+    except BaseException:
+        j.close(synced=True)
+        raise
     runner = Runner(j, on_warning)
     ended = False
     try:
@@ -106,5 +111,5 @@ def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Ru
         j.record("end", at=now(), sync=True)
         ended = True
     finally:
-        j.close(synced=ended)
+        j.close(synced=ended, failing=not ended)
     return runner.result

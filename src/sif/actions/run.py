@@ -585,5 +585,5 @@ def run_plan(
             ended = True
     finally:
         if j is not None:
-            j.close(synced=ended)  # the end record's fsync made everything durable
+            j.close(synced=ended, failing=not ended)  # the end record's fsync: all durable
     return runner.result

@@ -193,12 +193,18 @@ def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Undo
         raise InputError(f"{path}: a journal of another machine ({data.header.get('host')!r})")
     result = UndoResult(path)
     j = Journal.append_to(path)
+    try:
+        data = read_journal(path)  # again, held: as no other run leaves it
+    except BaseException:
+        j.close(synced=True)
+        raise
 
     def warn(p: str, cause: str) -> None:
         w = ScanWarning(p, cause)
         result.problems.append(w)
         on_warning(w)
 
+    ended = False
     try:
         if data.header.get("action") == "remove":
             removed = [s for s in data.steps if data.state(s.index) == "done"]
@@ -228,6 +234,7 @@ def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Undo
             j.record("undone", step.index, at=now())
             result.undone += 1
         j.record("end", undo=True, at=now(), sync=True)
+        ended = True
     finally:
-        j.close()
+        j.close(synced=ended, failing=not ended)
     return result
