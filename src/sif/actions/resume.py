@@ -15,13 +15,18 @@ from typing import Any
 from sif.actions.journal import Journal, JournalData, now, read_journal
 from sif.actions.plan import Step
 from sif.actions.run import Runner, RunResult
+from sif.actions.trash import written_for
 from sif.actions.verify import Expected
 from sif.errors import InputError
 from sif.events import WarningSink, ignore_warning
 
 
-def _inspect(step: Step, begin: dict[str, Any]) -> bool:
-    """After a kill mid-step: did the step happen? Cleans up sif's own temporary names."""
+def _inspect(step: Step, begin: dict[str, Any], undoing: bool = False) -> bool:
+    """After a kill mid-step: did the step happen? Cleans up sif's own temporary names.
+
+    ``undoing`` (``sif undo``): a removal caught with its file parked under sif's
+    temporary name is taken back (renamed to its own name) instead of finished: the
+    file is still whole there, and finishing it deleted a file undo could restore."""
     drop, keep = step.drop, step.keep
 
     def key(path: str, follow: bool = False) -> tuple[int, int] | None:
@@ -46,6 +51,11 @@ def _inspect(step: Step, begin: dict[str, Any]) -> bool:
         return happened
     if step.action == "remove":
         if tmp and key(tmp) == drop.key and key(drop.path) is None:
+            if undoing:
+                from sif.actions.fsops import rename_noreplace
+
+                rename_noreplace(tmp, drop.path)  # parked, never removed: back in place
+                return False
             os.unlink(tmp)  # renamed aside by sif after the re-check: finish the removal
             return True
         return key(drop.path) is None
@@ -54,14 +64,17 @@ def _inspect(step: Step, begin: dict[str, Any]) -> bool:
         if dest and key(dest) == drop.key and key(drop.path) is None:
             return True
         info = begin.get("info")
-        if info and os.path.isfile(info) and not os.path.islink(info):
+        if info and written_for(info, drop.path):
             os.unlink(info)  # sif's own reservation in the trash
         return False
     return False  # reflink: run it again (a no-op when the extents are shared)
 
 
-def reconcile(data: JournalData, journal: Journal | None, runner: Runner | None) -> set[int]:
-    """Settle the steps a kill interrupted; the indices of the steps that are done."""
+def reconcile(
+    data: JournalData, journal: Journal | None, runner: Runner | None, undoing: bool = False
+) -> set[int]:
+    """Settle the steps a kill interrupted; the indices of the steps that are done.
+    ``undoing``: for ``sif undo`` (:func:`_inspect`)."""
     done: set[int] = set()
     for step in data.steps:
         state = data.state(step.index)
@@ -80,7 +93,7 @@ def reconcile(data: JournalData, journal: Journal | None, runner: Runner | None)
             if runner is not None:
                 runner.forget_ctime(step.keep)
                 runner.forget_ctime(step.drop)
-            if _inspect(step, begin):
+            if _inspect(step, begin, undoing):
                 done.add(step.index)
                 if journal is not None:
                     extra = {k: begin[k] for k in ("dest", "info") if k in begin}

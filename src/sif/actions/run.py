@@ -516,7 +516,11 @@ class Runner:
                 self._still(r)
                 self._park_and_check(drop, dest)
             except BaseException:
-                os.unlink(info)  # sif's own info file
+                # sif's own info file, unless the file is in the trash all the same (a
+                # Ctrl-C just after the rename): then it describes the file, which a trash
+                # tool could neither list nor restore without it.
+                if _key_of(dest) != drop.key:
+                    os.unlink(info)
                 raise
             self._after(r, dest=dest, info=info)
             return "done"
@@ -535,6 +539,15 @@ class Runner:
         if (st.st_dev, st.st_ino) != drop.key:
             fsops.rename_noreplace(dest, drop.path)
             raise Changed(drop.path, "replaced by another file during the step")
+
+
+def _key_of(path: str) -> tuple[int, int] | None:
+    """The (device, inode) at ``path`` (not followed), or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _header(plan: Plan) -> dict[str, Any]:

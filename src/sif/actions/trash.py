@@ -107,3 +107,28 @@ def reserve(path: str, can: TrashCan, tries: int = 1000) -> tuple[str, str]:
         os.close(fd)
         return dest, info
     raise OSError(errno.EEXIST, "no free name in the trash", can.root)
+
+
+def written_for(info: str, path: str) -> bool:
+    """Whether ``info`` is a ``.trashinfo`` (a regular file, not a link) whose ``Path=``
+    names ``path``: sif's own for that file, which it may remove, and not one another
+    program wrote after sif's was gone (a file of the same name trashed since)."""
+    try:
+        fd = os.open(info, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        text = os.read(fd, 1 << 16)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    for line in text.split(b"\n"):
+        if line.startswith(b"Path="):
+            named = os.fsdecode(urllib.parse.unquote_to_bytes(line[5:].strip()))
+            if named.startswith("/"):
+                return named == path
+            return path.endswith("/" + named)  # relative to its mount point (topdir)
+    return False

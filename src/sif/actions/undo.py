@@ -33,6 +33,7 @@ from sif.actions import fsops
 from sif.actions.journal import Journal, now, read_journal
 from sif.actions.plan import Step
 from sif.actions.resume import reconcile
+from sif.actions.trash import written_for
 from sif.errors import InputError
 from sif.events import ScanWarning, WarningSink, display_path, ignore_warning
 from sif.fileio import open_regular
@@ -178,7 +179,7 @@ def _undo_step(
         except FileExistsError:
             raise Refused(path, "a file of that name exists again: not overwritten") from None
         info = done.get("info") or begin.get("info")
-        if info and os.path.isfile(info) and not os.path.islink(info):
+        if info and written_for(info, path):
             os.unlink(info)  # the .trashinfo sif wrote
         return
     raise Refused(path, "a removed file cannot be brought back (use --trash or --to next time)")
@@ -212,7 +213,7 @@ def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Undo
                 raise InputError(
                     f"{path}: 'sif remove' deleted {len(removed)} file(s): that cannot be undone"
                 )
-        done_steps = reconcile(data, j, None)
+        done_steps = reconcile(data, j, None, undoing=True)
         restored: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
         for step in sorted(data.steps, key=lambda s: -s.index):
             if step.index not in done_steps or data.state(step.index) != "done":

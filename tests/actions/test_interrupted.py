@@ -1,0 +1,136 @@
+"""A run stopped at one exact moment of a step (a real SIGKILL or Ctrl-C from inside the
+process, where a system call of the step would be), then ``resume`` or ``undo``: no file
+lost, and no file sif did not write removed (from the hostile test of the actions)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from actionutil import report_of, sif
+from treeutil import write
+
+DATA = b"the only bytes of this file\n" * 20
+
+#: ``python -c`` that runs sif with one call of ``os.unlink`` or ``fsops.rename_noreplace``
+#: stopped: argv[1] names the call, argv[2] the text its path holds, argv[3] ``kill``
+#: (SIGKILL before the call) or ``int`` (Ctrl-C right after it); then sif's own arguments.
+STOPPED = """
+import os, signal, sys
+from sif.actions import fsops
+what, mark, how = sys.argv[1:4]
+sys.argv = ["sif", *sys.argv[4:]]
+owner, name = (os, "unlink") if what == "unlink" else (fsops, "rename_noreplace")
+real = getattr(owner, name)
+def stopped(*args, **kw):
+    target = os.fspath(args[-1] if what == "rename" else args[0])
+    if mark not in target:
+        return real(*args, **kw)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(*args, **kw)
+    raise KeyboardInterrupt
+setattr(owner, name, stopped)
+from sif.cli import main
+main()
+"""
+
+
+def stopped_run(what: str, mark: str, how: str, *args: str, env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED, what, mark, how, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode
+
+
+def setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    write(tmp_path / "a" / "f", DATA)
+    write(tmp_path / "b" / "f", DATA)
+    report = tmp_path / "report.json"
+    report_of(tmp_path / "a", tmp_path / "b", path=report)
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    return report, env
+
+
+def test_undo_of_a_remove_killed_with_its_file_parked_puts_the_file_back(
+    tmp_path: Path,
+) -> None:
+    """Killed between parking the file under sif's temporary name and removing it: the
+    file is whole there. ``undo`` renames it back (it finished the removal, then said a
+    removed file cannot be brought back)."""
+    report, env = setup(tmp_path)
+    journal = tmp_path / "j.jsonl"
+    rc = stopped_run(
+        "unlink", ".sif-", "kill", "remove", "--journal", str(journal), str(report), env=env
+    )
+    assert rc == -9
+    parked = [p for p in os.listdir(tmp_path / "b") if p.startswith(".sif-")]
+    assert parked and not (tmp_path / "b" / "f").exists()  # the moment meant
+    r = sif("undo", str(journal), env=env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "b" / "f").read_bytes() == DATA
+    assert os.listdir(tmp_path / "b") == ["f"]
+
+
+def test_ctrl_c_just_after_the_rename_into_the_trash_keeps_its_info_file(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C right after the file went into the trash: exit 130, and its ``.trashinfo``
+    stays (sif removed it, leaving a trashed file no trash tool could list or restore);
+    ``resume`` then counts the step done."""
+    report, env = setup(tmp_path)
+    journal = tmp_path / "j.jsonl"
+    trash = tmp_path / "data" / "Trash"
+    rc = stopped_run(
+        "rename", "/Trash/files/", "int", "remove", "--trash", "--journal", str(journal),
+        str(report), env=env,
+    )  # fmt: skip
+    assert rc == 130
+    assert os.listdir(trash / "files") == ["f"] and not (tmp_path / "b" / "f").exists()
+    info = (trash / "info" / "f.trashinfo").read_text()
+    assert f"Path={tmp_path}/b/f\n" in info
+    r = sif("resume", str(journal), env=env)
+    assert r.returncode == 0, r.stderr
+    assert (trash / "info" / "f.trashinfo").read_text() == info
+    r = sif("undo", str(journal), env=env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "b" / "f").read_bytes() == DATA
+    assert os.listdir(trash / "files") == [] and os.listdir(trash / "info") == []
+
+
+def test_resume_and_undo_leave_a_trashinfo_another_program_wrote(tmp_path: Path) -> None:
+    """Killed after it reserved a trash entry, before the rename; then the user emptied
+    the trash and another program trashed a file of the same name. ``resume`` and ``undo``
+    leave that program's ``.trashinfo`` (they removed it as their own)."""
+    for command in ("resume", "undo"):
+        top = tmp_path / command
+        report, env = setup(top)
+        journal = top / "j.jsonl"
+        trash = top / "data" / "Trash"
+        rc = stopped_run(
+            "rename", "/Trash/files/", "kill", "remove", "--trash", "--journal", str(journal),
+            str(report), env=env,
+        )  # fmt: skip
+        assert rc == -9
+        info = trash / "info" / "f.trashinfo"
+        assert f"Path={top}/b/f\n" in info.read_text()  # sif's reservation
+        info.unlink()  # the trash emptied, then another file trashed under that name
+        theirs = f"[Trash Info]\nPath={top}/other/f\nDeletionDate=2026-12-05T10:00:00\n"
+        info.write_text(theirs)
+        write(trash / "files" / "f", b"another program's file\n")
+        r = sif(command, str(journal), env=env)
+        assert r.returncode == 0, r.stderr
+        assert info.read_text() == theirs
+        assert (trash / "files" / "f").read_bytes() == b"another program's file\n"
+        if command == "undo":  # the step never happened: nothing to undo, the file stays
+            assert (top / "b" / "f").read_bytes() == DATA
+        else:  # run again: into the trash under a free name, with its own info file
+            assert not (top / "b" / "f").exists()
+            assert (trash / "files" / "f.1").read_bytes() == DATA
+            assert f"Path={top}/b/f\n" in (trash / "info" / "f.1.trashinfo").read_text()
