@@ -496,3 +496,15 @@ def test_a_journal_held_by_another_sif_is_refused_and_left_alone(
         os.close(fd)
     r = sif(command, str(journal))
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("command", ["link", "dedupe", "remove", "resume", "undo"])
+def test_a_report_or_journal_that_does_not_exist_is_a_usage_error(
+    tmp_path: Path, command: str
+) -> None:
+    """Exit 2, as the README's table has it for a FILE that does not exist (link, dedupe and
+    remove exited 3, resume and undo 2); nothing made."""
+    r = sif(command, str(tmp_path / "missing.json"), env={"XDG_STATE_HOME": str(tmp_path / "s")})
+    assert r.returncode == 2, r.stderr
+    assert "missing.json' does not exist" in r.stderr
+    assert os.listdir(tmp_path) == []

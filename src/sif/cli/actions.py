@@ -33,7 +33,7 @@ def plan_options(func: F) -> F:
     from sif.actions.plan import KEEP_RULES
 
     options = [
-        click.argument("report", type=click.Path(dir_okay=False, allow_dash=True)),
+        click.argument("report", type=click.Path(dir_okay=False, allow_dash=True, exists=True)),
         click.option(
             "--keep",
             "keep_rules",
