@@ -508,3 +508,39 @@ def test_a_report_or_journal_that_does_not_exist_is_a_usage_error(
     assert r.returncode == 2, r.stderr
     assert "missing.json' does not exist" in r.stderr
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.pop("j"),
+        lambda d: d.update(keep=[1, 2]) if d["j"] == "step" else None,
+        lambda d: d["drop"].update(path=7) if d["j"] == "step" else None,
+        lambda d: d["keep"].pop("ino") if d["j"] == "step" else None,
+        lambda d: d.update(index="0") if d["j"] == "step" else None,
+        lambda d: d.update(action="shred") if d["j"] == "step" else None,
+        lambda d: d.update(step=[0]) if d["j"] == "begin" else None,
+        lambda d: d.update(index=5) if d["j"] == "step" else None,
+    ],
+)
+@pytest.mark.parametrize("command", ["resume", "undo"])
+def test_a_journal_edited_by_hand_is_one_line_naming_it(
+    tmp_path: Path, command: str, edit: object
+) -> None:
+    """A record of the wrong shape is one line naming the journal and the line (exit 3),
+    not a KeyError or TypeError; the files and the journal are left as they were."""
+    for c in "ab":
+        write(tmp_path / "t" / c / "f", A)
+    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
+    journal = tmp_path / "j.jsonl"
+    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    docs = [json.loads(x) for x in journal.read_text().splitlines() if '"j":"end"' not in x]
+    for d in docs[1:]:
+        edit(d)  # type: ignore[operator]
+    journal.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    before, held = snapshot(tmp_path / "t"), journal.read_bytes()
+    r = sif(command, str(journal))
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.startswith(f"sif: error: {journal}: ") and "a damaged journal" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+    assert snapshot(tmp_path / "t") == before and journal.read_bytes() == held

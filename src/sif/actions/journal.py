@@ -307,6 +307,34 @@ class JournalData:
         return None
 
 
+def _step(doc: dict[str, Any]) -> Step:
+    """The ``step`` record ``doc`` as a :class:`Step`; TypeError or KeyError if it is not one
+    (a journal edited by hand: a wrong type went on to fail deep in the run)."""
+    from sif.actions.plan import ACTIONS
+
+    def number(v: Any) -> int:
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(v)
+        return v
+
+    for side in ("keep", "drop"):
+        ref = doc[side]
+        if set(ref) != {"path", "dev", "ino", "size", "mtime_ns", "ctime_ns"}:
+            raise KeyError(side)
+        if not isinstance(ref["path"], str) or "\0" in ref["path"]:
+            raise TypeError(side)
+        for k in ("dev", "ino", "size", "mtime_ns", "ctime_ns"):
+            number(ref[k])
+    number(doc["index"])
+    number(doc["group"])
+    if doc["action"] not in ACTIONS or not isinstance(doc["digest"], str):
+        raise ValueError(doc["action"])
+    for k in ("target", "noop"):
+        if not isinstance(doc.get(k), (str, type(None))):
+            raise TypeError(k)
+    return Step.from_dict({k: v for k, v in doc.items() if k != "j"})
+
+
 def read_journal(path: str) -> JournalData:
     """Read a journal; :class:`InputError` if it is not one."""
     try:
@@ -314,7 +342,8 @@ def read_journal(path: str) -> JournalData:
             raw = f.read().split(b"\n")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the journal: {exc.strerror}") from None
-    docs: list[dict[str, Any]] = []
+    shown = display_path(path)
+    docs: list[tuple[int, dict[str, Any]]] = []
     for n, line in enumerate(raw, 1):
         if not line.strip():
             continue
@@ -323,18 +352,30 @@ def read_journal(path: str) -> JournalData:
         except ValueError:
             if n >= len(raw) - 1:
                 break  # the last line, cut short by a kill
-            raise InputError(f"{path}: line {n}: not JSON: a damaged journal") from None
-        docs.append(doc)
-    if not docs or docs[0].get("j") != "header" or docs[0].get("kind") != JOURNAL_KIND:
-        raise InputError(f"{path}: not a sif journal")
-    if docs[0].get("format") != JOURNAL_FORMAT:
-        raise InputError(f"{path}: journal format {docs[0].get('format')!r}: not this sif's")
-    data = JournalData(path, docs[0], [])
-    for doc in docs[1:]:
-        if doc["j"] == "step":
-            data.steps.append(Step.from_dict({k: v for k, v in doc.items() if k != "j"}))
-        elif doc["j"] == "end":
-            data.ended = True
-        elif "step" in doc:
-            data.events.setdefault(doc["step"], []).append(doc)
+            raise InputError(f"{shown}: line {n}: not JSON: a damaged journal") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("j"), str):
+            raise InputError(f"{shown}: line {n}: not a journal record: a damaged journal")
+        docs.append((n, doc))
+    if not docs or docs[0][1].get("j") != "header" or docs[0][1].get("kind") != JOURNAL_KIND:
+        raise InputError(f"{shown}: not a sif journal")
+    head = docs[0][1]
+    if head.get("format") != JOURNAL_FORMAT:
+        raise InputError(f"{shown}: journal format {head.get('format')!r}: not this sif's")
+    data = JournalData(path, head, [])
+    for n, doc in docs[1:]:
+        try:
+            if doc["j"] == "step":
+                data.steps.append(_step(doc))
+            elif doc["j"] == "end":
+                data.ended = True
+            elif "step" in doc:
+                if not isinstance(doc["step"], int) or isinstance(doc["step"], bool):
+                    raise TypeError("step")
+                data.events.setdefault(doc["step"], []).append(doc)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise InputError(
+                f"{shown}: line {n}: a {doc['j']!r} record sif cannot read: a damaged journal"
+            ) from None
+    if [s.index for s in data.steps] != list(range(len(data.steps))):
+        raise InputError(f"{shown}: its steps are not numbered 0, 1, 2...: a damaged journal")
     return data
