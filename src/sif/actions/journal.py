@@ -354,6 +354,8 @@ def read_journal(path: str) -> JournalData:
                 break  # the last line, cut short by a kill
             raise InputError(f"{shown}: line {n}: not JSON: a damaged journal") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("j"), str):
+            if not docs:  # its first record: no journal at all (a report, say)
+                raise InputError(f"{shown}: not a sif journal")
             raise InputError(f"{shown}: line {n}: not a journal record: a damaged journal")
         docs.append((n, doc))
     if not docs or docs[0][1].get("j") != "header" or docs[0][1].get("kind") != JOURNAL_KIND:
