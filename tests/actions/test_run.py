@@ -544,3 +544,45 @@ def test_a_journal_edited_by_hand_is_one_line_naming_it(
     assert r.stderr.startswith(f"sif: error: {journal}: ") and "a damaged journal" in r.stderr
     assert len(r.stderr.splitlines()) == 1
     assert snapshot(tmp_path / "t") == before and journal.read_bytes() == held
+
+
+@pytest.mark.parametrize("command", ["resume", "undo"])
+def test_a_journal_of_another_machine_is_refused_by_resume_as_by_undo(
+    tmp_path: Path, command: str
+) -> None:
+    """Its devices and inodes mean nothing here: resume acted on it (undo refused it)."""
+    for c in "ab":
+        write(tmp_path / "t" / c / "f", A)
+    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
+    journal = tmp_path / "j.jsonl"
+    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    docs = [json.loads(x) for x in journal.read_text().splitlines() if '"j":"end"' not in x]
+    docs[0]["host"] = "another-machine"
+    journal.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    held = journal.read_bytes()
+    r = sif(command, str(journal))
+    assert r.returncode == 3, r.stderr
+    assert "a journal of another machine ('another-machine')" in r.stderr
+    assert journal.read_bytes() == held
+
+
+def test_a_file_whose_name_is_near_the_limit_goes_to_the_trash_and_back(tmp_path: Path) -> None:
+    """A name of 246-255 bytes made its info file's name too long: every such file failed.
+    It goes to the trash under a shorter name (its info file holds the whole path), and
+    undo brings it back under its own."""
+    name = "é" * 120 + "x.txt"  # 245 bytes
+    for n in (name, "y" + name, "a" * 250 + ".dat", "b" * 255):
+        write(tmp_path / "a" / n, A + os.fsencode(n))  # four groups, kept under a/
+        write(tmp_path / "b" / n, A + os.fsencode(n))
+    report = saved_report(tmp_path, tmp_path / "a", tmp_path / "b", out=tmp_path / "r.json")
+    before = contents(tmp_path / "b")
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_STATE_HOME": str(tmp_path / "s")}
+    journal = tmp_path / "j.jsonl"
+    r = sif("remove", "--trash", "--journal", str(journal), str(report), env=env)
+    assert r.returncode == 0, r.stderr
+    assert os.listdir(tmp_path / "b") == []
+    trashed = os.listdir(tmp_path / "data" / "Trash" / "files")
+    assert len(trashed) == 4 and all(len(os.fsencode(t)) <= 241 for t in trashed)
+    r = sif("undo", str(journal), env=env)
+    assert r.returncode == 0, r.stderr
+    assert contents(tmp_path / "b") == before

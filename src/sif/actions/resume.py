@@ -107,7 +107,11 @@ def reconcile(
 
 def resume_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> RunResult:
     """Finish a run that was killed: settle its interrupted step, run the steps never begun."""
-    read_journal(path)  # a journal, before anything opens it to write
+    from sif.actions.report import hostname
+
+    first = read_journal(path)  # a journal, before anything opens it to write
+    if first.header.get("host") != hostname():  # as undo: its devices and inodes are not here
+        raise InputError(f"{path}: a journal of another machine ({first.header.get('host')!r})")
     j = Journal.append_to(path)
     try:
         data = read_journal(path)  # again, held: as no other run leaves it

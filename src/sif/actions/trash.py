@@ -81,9 +81,27 @@ def info_text(path: str, can: TrashCan) -> bytes:
     return f"[Trash Info]\nPath={quoted}\nDeletionDate={when}\n".encode()
 
 
+#: The longest name of a file in the trash: its info file's, with ``.trashinfo`` and a
+#: number (``.999``) added, must be a name the file system takes (255 bytes).
+_NAME_MAX = 255 - len(".trashinfo") - len(".999")
+
+
+def _fitting(name: str) -> str:
+    """``name``, its stem cut short enough for the trash (a name of 246-255 bytes made an
+    info file name too long, and every such file failed to go to the trash)."""
+    raw = os.fsencode(name)
+    if len(raw) <= _NAME_MAX:
+        return name
+    stem, ext = os.path.splitext(raw)
+    if len(ext) > 16:
+        stem, ext = raw, b""
+    cut = stem[: _NAME_MAX - len(ext)]
+    return os.fsdecode(cut + ext)  # a cut UTF-8 character stays its bytes (surrogates)
+
+
 def reserve(path: str, can: TrashCan, tries: int = 1000) -> tuple[str, str]:
     """Create the info file of ``path`` under a free name: ``(files/NAME, info/NAME.trashinfo)``."""
-    base = os.path.basename(path)
+    base = _fitting(os.path.basename(path))
     stem, ext = os.path.splitext(base)
     text = info_text(path, can)
     for n in range(tries):
