@@ -158,6 +158,19 @@ def _header(**changes: object) -> bytes:
     return json.dumps(h).encode() + b"\n"
 
 
+def _group_line(name: str) -> bytes:
+    """A well-formed group of two files, the first named ``name`` (JSON text as written)."""
+    files = [
+        f'{{"names":["{n}"],"dev":1,"ino":{i},"size":5,"mtime_ns":1,"ctime_ns":1,'
+        '"archive":null,"symlinks":[]}'
+        for i, n in enumerate((name, "/a/b"), 1)
+    ]
+    return (
+        f'{{"size":5,"digest":"xxh3-128:00","paths":["{name}","/a/b"],"hardlinks":[[],[]],'
+        f'"symlinks":[[],[]],"files":[{",".join(files)}]}}\n'
+    ).encode()
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -168,6 +181,12 @@ def _header(**changes: object) -> bytes:
         (_header(host="elsewhere", machine_id="0" * 32), "another machine"),
         (_header() + b"{broken\n", "line 2: not JSON"),
         (_header() + b'{"size": 1}\n', "line 2: not a group"),
+        (_header(cwd=None), "header is malformed"),
+        (_header(roots=[1]), "header is malformed"),
+        (_header(roots="/x"), "header is malformed"),
+        (_header() + _group_line("/a/\\ud800x"), "line 2: a name no file can have"),
+        (_header() + _group_line("/a/\\u0000x"), "line 2: a name no file can have"),
+        (_header() + _group_line("/a/\\udfffx"), "line 2: a name no file can have"),
     ],
 )
 def test_bad_reports_are_refused_with_a_clear_message(

@@ -19,6 +19,7 @@ import datetime
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _jstr
@@ -222,6 +223,23 @@ def _group_fast(doc: Any, cwd: str) -> Group | None:
     return Group(size, digest, tuple(replicas))
 
 
+def _name_ok(name: Any) -> bool:
+    """Whether ``name`` is one a file can have: its bytes back (``surrogateescape``: a lone
+    surrogate other than those escapes cannot be), no NUL, not empty."""
+    if not isinstance(name, str) or not name or "\0" in name:
+        return False
+    try:
+        name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: A surrogate or a NUL written as a JSON escape: a chunk holding one is read line by line,
+#: where each name is checked (:func:`_name_ok`).
+_SURROGATE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
+
+
 def _group_checked(doc: Any, cwd: str, where: str) -> Group:
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise InputError(f"{where}: not a group of a sif dupes report (no 'files' list)")
@@ -236,6 +254,9 @@ def _group_checked(doc: Any, cwd: str, where: str) -> Group:
         names = f.get("names")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise InputError(f"{where}: a file entry has no 'names'")
+        bad = next((n for n in names + list(f.get("symlinks") or []) if not _name_ok(n)), None)
+        if bad is not None:
+            raise InputError(f"{where}: a name no file can have ({bad!a})")
         if _int(f, "size", where) != size:
             raise InputError(f"{where}: {names[0]}: size differs from the group's")
         archive = f.get("archive")
@@ -279,6 +300,15 @@ def check_header(header: Any, source: str, *, any_machine: bool = False) -> dict
     for key in ("roots", "cwd", "host"):
         if key not in header:
             raise InputError(f"{source}: the report's header has no {key!r}")
+    roots = header["roots"]
+    if (
+        not isinstance(header["cwd"], str)
+        or not _name_ok(header["cwd"])
+        or not isinstance(header["host"], str)
+        or not isinstance(roots, list)
+        or not all(isinstance(r, str) and _name_ok(r) for r in roots)
+    ):
+        raise InputError(f"{source}: the report's header is malformed (roots, cwd or host)")
     mine = machine_id()
     theirs = header.get("machine_id", "")
     other = (mine and theirs and mine != theirs) or header["host"] != hostname()
@@ -334,7 +364,11 @@ def read_report(source: str | IO[bytes], *, any_machine: bool = False) -> Report
                     doc = json.loads(line)
                 except ValueError as exc:
                     raise InputError(f"{name}: line {n}: not JSON ({exc})") from None
-                report.groups.append(_group(doc, cwd, f"{name}: line {n}"))
+                where = f"{name}: line {n}"
+                checked = _SURROGATE.search(line) is not None  # its names, each (_name_ok)
+                report.groups.append(
+                    _group_checked(doc, cwd, where) if checked else _group(doc, cwd, where)
+                )
             n += 1
     return report
 
@@ -346,7 +380,7 @@ CHUNK_LINES = 4096
 def _fast_chunk(chunk: list[bytes], cwd: str) -> list[Group] | None:
     """The groups of ``chunk``'s lines, decoded in one ``json.loads``; None when any line is
     blank, does not parse or is not a well-formed group (then each line is read alone)."""
-    if not all(line.strip() for line in chunk):
+    if not all(line.strip() for line in chunk) or any(map(_SURROGATE.search, chunk)):
         return None
     try:
         docs = json.loads(b"[" + b",".join(chunk) + b"]")
