@@ -224,9 +224,9 @@ def _group_fast(doc: Any, cwd: str) -> Group | None:
 
 
 def _name_ok(name: Any) -> bool:
-    """Whether ``name`` is one a file can have: its bytes back (``surrogateescape``: a lone
-    surrogate other than those escapes cannot be), no NUL, not empty."""
-    if not isinstance(name, str) or not name or "\0" in name:
+    """Whether ``name`` has bytes at all (``surrogateescape``: a lone surrogate other than
+    those escapes has none). A NUL is left to the step, which skips that file alone."""
+    if not isinstance(name, str):
         return False
     try:
         name.encode("utf-8", "surrogateescape")
@@ -235,9 +235,9 @@ def _name_ok(name: Any) -> bool:
     return True
 
 
-#: A surrogate or a NUL written as a JSON escape: a chunk holding one is read line by line,
-#: where each name is checked (:func:`_name_ok`).
-_SURROGATE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
+#: A surrogate written as a JSON escape: a chunk holding one is read line by line, where
+#: each name is checked (:func:`_name_ok`).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _group_checked(doc: Any, cwd: str, where: str) -> Group:
@@ -254,9 +254,6 @@ def _group_checked(doc: Any, cwd: str, where: str) -> Group:
         names = f.get("names")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise InputError(f"{where}: a file entry has no 'names'")
-        bad = next((n for n in names + list(f.get("symlinks") or []) if not _name_ok(n)), None)
-        if bad is not None:
-            raise InputError(f"{where}: a name no file can have ({bad!a})")
         if _int(f, "size", where) != size:
             raise InputError(f"{where}: {names[0]}: size differs from the group's")
         archive = f.get("archive")
@@ -265,6 +262,9 @@ def _group_checked(doc: Any, cwd: str, where: str) -> Group:
         links = f.get("symlinks", [])
         if not isinstance(links, list) or not all(isinstance(n, str) for n in links):
             raise InputError(f"{where}: field 'symlinks' is not a list of names")
+        bad = next((n for n in [*names, *links] if not _name_ok(n)), None)
+        if bad is not None:
+            raise InputError(f"{where}: a name no file can have ({bad!a})")
         if archive is None:
             names = [os.path.join(cwd, n) for n in names]
             links = [os.path.join(cwd, n) for n in links]
