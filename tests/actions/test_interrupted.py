@@ -14,19 +14,28 @@ from treeutil import write
 
 DATA = b"the only bytes of this file\n" * 20
 
-#: ``python -c`` that runs sif with one call of ``os.unlink`` or ``fsops.rename_noreplace``
-#: stopped: argv[1] names the call, argv[2] the text its path holds, argv[3] ``kill``
-#: (SIGKILL before the call) or ``int`` (Ctrl-C right after it); then sif's own arguments.
+#: ``python -c`` that runs sif with one call of ``os.unlink``, ``os.link`` or
+#: ``fsops.rename_noreplace`` stopped: argv[1] names the call, argv[2] the text its path
+#: (the new name, for link and rename) holds, argv[3] ``kill`` (SIGKILL before the call)
+#: or ``int`` (Ctrl-C right after it), optionally with the number of the matching call
+#: (``kill:2``); then sif's own arguments.
 STOPPED = """
 import os, signal, sys
 from sif.actions import fsops
 what, mark, how = sys.argv[1:4]
+how, _, nth = how.partition(":")
+left = [int(nth or 1)]
 sys.argv = ["sif", *sys.argv[4:]]
-owner, name = (os, "unlink") if what == "unlink" else (fsops, "rename_noreplace")
+owner, name = {
+    "unlink": (os, "unlink"), "link": (os, "link"), "rename": (fsops, "rename_noreplace")
+}[what]
 real = getattr(owner, name)
 def stopped(*args, **kw):
-    target = os.fspath(args[-1] if what == "rename" else args[0])
+    target = os.fspath(args[0] if what == "unlink" else args[1])
     if mark not in target:
+        return real(*args, **kw)
+    left[0] -= 1
+    if left[0]:
         return real(*args, **kw)
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -134,3 +143,27 @@ def test_resume_and_undo_leave_a_trashinfo_another_program_wrote(tmp_path: Path)
             assert not (top / "b" / "f").exists()
             assert (trash / "files" / "f.1").read_bytes() == DATA
             assert f"Path={top}/b/f\n" in (trash / "info" / "f.1.trashinfo").read_text()
+
+
+def test_undo_of_a_killed_link_keeps_hard_links_of_a_dropped_file_together(
+    tmp_path: Path,
+) -> None:
+    """``b/f`` and ``b/h`` are one file; the run is killed after linking ``b/f``, before
+    ``b/h``. ``undo`` makes ``b/f`` a hard link of ``b/h`` again, the dropped file itself
+    (a copy split them: the README says names that were hard links of one dropped file
+    are hard links of one restored file again)."""
+    report, env = setup(tmp_path)
+    os.link(tmp_path / "b" / "f", tmp_path / "b" / "h")
+    report_of(tmp_path / "a", tmp_path / "b", path=report)
+    journal = tmp_path / "j.jsonl"
+    rc = stopped_run(
+        "link", "/b/.sif-", "kill:2", "link", "--journal", str(journal), str(report), env=env
+    )
+    assert rc == -9
+    a, f, h = (os.stat(tmp_path / p) for p in ("a/f", "b/f", "b/h"))
+    assert f.st_ino == a.st_ino != h.st_ino  # the moment meant: one name linked, one not
+    r = sif("undo", str(journal), env=env)
+    assert r.returncode == 0, r.stderr
+    f2, h2 = os.stat(tmp_path / "b" / "f"), os.stat(tmp_path / "b" / "h")
+    assert f2.st_ino == h2.st_ino == h.st_ino and h2.st_nlink == 2
+    assert (tmp_path / "b" / "f").read_bytes() == DATA

@@ -115,6 +115,30 @@ def _relink(path: str, twin: tuple[str, tuple[int, int]]) -> bool:
     return True
 
 
+def _untouched_twins(
+    steps: list[Step], done: set[int]
+) -> dict[tuple[int, int], tuple[str, tuple[int, int]]]:
+    """For each dropped file of a link a kill cut short, a name of it that no step changed
+    and that still holds it, unchanged: its other names, once undone, are hard links of
+    that name again (a copy each split them from it)."""
+    out: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
+    for step in steps:
+        if step.index in done or step.action not in ("link", "symlink") or step.noop:
+            continue
+        drop = step.drop
+        try:
+            st = os.lstat(drop.path)
+        except OSError:
+            continue
+        if (
+            stat.S_ISREG(st.st_mode)
+            and (st.st_dev, st.st_ino) == drop.key
+            and (st.st_size, st.st_mtime_ns) == (drop.size, drop.mtime_ns)
+        ):
+            out.setdefault(drop.key, (drop.path, drop.key))
+    return out
+
+
 def _undo_step(
     step: Step,
     begin: dict[str, Any],
@@ -214,7 +238,7 @@ def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Undo
                     f"{path}: 'sif remove' deleted {len(removed)} file(s): that cannot be undone"
                 )
         done_steps = reconcile(data, j, None, undoing=True)
-        restored: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
+        restored = _untouched_twins(data.steps, done_steps)
         for step in sorted(data.steps, key=lambda s: -s.index):
             if step.index not in done_steps or data.state(step.index) != "done":
                 continue
