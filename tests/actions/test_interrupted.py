@@ -167,3 +167,16 @@ def test_undo_of_a_killed_link_keeps_hard_links_of_a_dropped_file_together(
     f2, h2 = os.stat(tmp_path / "b" / "f"), os.stat(tmp_path / "b" / "h")
     assert f2.st_ino == h2.st_ino == h.st_ino and h2.st_nlink == 2
     assert (tmp_path / "b" / "f").read_bytes() == DATA
+
+
+def test_ctrl_c_just_after_a_link_step_made_its_name_leaves_no_temporary_name(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C right after the hard link of the kept copy was made under sif's temporary
+    name: exit 130, and that name is gone (it stayed, a second name of the kept copy)."""
+    report, env = setup(tmp_path)
+    journal = str(tmp_path / "j")
+    rc = stopped_run("link", "/b/.sif-", "int", "link", "--journal", journal, str(report), env=env)
+    assert rc == 130
+    assert os.listdir(tmp_path / "b") == ["f"]
+    assert os.stat(tmp_path / "a" / "f").st_nlink == 1

@@ -48,6 +48,7 @@ or reversed by :func:`sif.actions.undo.undo_journal`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -482,6 +483,11 @@ class Runner:
                     made = os.stat(tmp)
             except FileExistsError:
                 raise OSError(errno.EEXIST, "the temporary name was taken", tmp) from None
+            except BaseException:  # a Ctrl-C just after the name was made: it goes too
+                with contextlib.suppress(OSError):
+                    if _made_by_step(tmp, step):
+                        os.unlink(tmp)
+                raise
             try:
                 if (made.st_dev, made.st_ino) != step.keep.key:
                     raise Changed(step.keep.path, "replaced by another file during the step")
@@ -539,6 +545,14 @@ class Runner:
         if (st.st_dev, st.st_ino) != drop.key:
             fsops.rename_noreplace(dest, drop.path)
             raise Changed(drop.path, "replaced by another file during the step")
+
+
+def _made_by_step(tmp: str, step: Step) -> bool:
+    """Whether ``tmp`` is the name the link step just made: a hard link of the kept copy,
+    or the symbolic link it writes."""
+    if step.action == "symlink":
+        return os.path.islink(tmp) and os.readlink(tmp) == (step.target or "")
+    return _key_of(tmp) == step.keep.key
 
 
 def _key_of(path: str) -> tuple[int, int] | None:
