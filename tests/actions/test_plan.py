@@ -181,6 +181,7 @@ def _group_line(name: str) -> bytes:
         (_header(host="elsewhere", machine_id="0" * 32), "another machine"),
         (_header() + b"{broken\n", "line 2: not JSON"),
         (_header() + b'{"size": 1}\n', "line 2: not a group"),
+        (b'{"bytes":5,"files":1,"paths":["d/x","d/y"]}\n', "a 'sif dupes --dirs' report"),
         (_header(cwd=None), "header is malformed"),
         (_header(roots=[1]), "header is malformed"),
         (_header(roots="/x"), "header is malformed"),

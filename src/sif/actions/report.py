@@ -286,6 +286,11 @@ def _group_checked(doc: Any, cwd: str, where: str) -> Group:
 
 def check_header(header: Any, source: str, *, any_machine: bool = False) -> dict[str, Any]:
     """The header if it is one of a report the actions can use; else :class:`InputError`."""
+    if isinstance(header, dict) and set(header) == {"bytes", "files", "paths"}:
+        raise InputError(
+            f"{source}: a 'sif dupes --dirs' report (directories alike) cannot be acted on: "
+            "the actions take the files' report, 'sif dupes --format json' without --dirs"
+        )
     if not isinstance(header, dict) or header.get("report") != REPORT_KIND:
         raise InputError(
             f"{source}: not a sif dupes report: its first line must be the header that "
