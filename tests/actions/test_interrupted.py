@@ -27,7 +27,8 @@ how, _, nth = how.partition(":")
 left = [int(nth or 1)]
 sys.argv = ["sif", *sys.argv[4:]]
 owner, name = {
-    "unlink": (os, "unlink"), "link": (os, "link"), "rename": (fsops, "rename_noreplace")
+    "unlink": (os, "unlink"), "link": (os, "link"), "rename": (fsops, "rename_noreplace"),
+    "replace": (os, "replace"),
 }[what]
 real = getattr(owner, name)
 def stopped(*args, **kw):
@@ -180,3 +181,23 @@ def test_ctrl_c_just_after_a_link_step_made_its_name_leaves_no_temporary_name(
     assert rc == 130
     assert os.listdir(tmp_path / "b") == ["f"]
     assert os.stat(tmp_path / "a" / "f").st_nlink == 1
+
+
+def test_undo_again_after_an_undo_stopped_just_after_a_step_says_it_is_undone(
+    tmp_path: Path,
+) -> None:
+    """An undo stopped right after it put a file back, before it recorded so: the next
+    undo counts that step undone (it refused it: 'no longer a hard link of the kept copy',
+    exit 1), for a link and for a move to the trash."""
+    for action in (["link"], ["remove", "--trash"]):
+        top = tmp_path / action[-1].strip("-")
+        report, env = setup(top)
+        journal = str(top / "j.jsonl")
+        assert sif(*action, "--journal", journal, str(report), env=env).returncode == 0
+        what, mark = ("replace", "/b/f") if action == ["link"] else ("rename", "/b/f")
+        assert stopped_run(what, mark, "int", "undo", journal, env=env) == 130
+        r = sif("undo", journal, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "1 undone, 0 refused" in r.stderr
+        assert (top / "b" / "f").read_bytes() == DATA
+        assert os.stat(top / "b" / "f").st_ino != os.stat(top / "a" / "f").st_ino

@@ -89,7 +89,10 @@ def _restore_copy(step: Step, path: str, fd: int, meta: dict[str, int] | os.stat
         os.utime(tmp, ns=(meta["atime_ns"], meta["mtime_ns"]))
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)  # sif's own copy
+        # sif's own copy, unless it is in place already (a Ctrl-C just after the rename:
+        # its unlink failed, and the failure hid the Ctrl-C as a failed step)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
 
 
@@ -169,6 +172,14 @@ def _undo_step(
             lst = os.lstat(path)
         except FileNotFoundError:
             raise Refused(path, "vanished since the link") from None
+        meta = begin.get("meta") or {}
+        if (
+            stat.S_ISREG(lst.st_mode)
+            and (lst.st_dev, lst.st_ino) != keep.key
+            and (lst.st_size, lst.st_mtime_ns) == (step.drop.size, meta.get("mtime_ns"))
+            and stat.S_IMODE(lst.st_mode) == (meta.get("mode", -1) & 0o7777)
+        ):
+            return  # undone already: an undo killed before it said so left this copy
         if step.action == "symlink":
             if not stat.S_ISLNK(lst.st_mode) or os.readlink(path) != step.target:
                 raise Refused(path, "no longer the symlink sif made")
@@ -212,6 +223,10 @@ def _undo_step(
         try:
             st = os.lstat(dest)
         except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                back = os.lstat(path)
+                if (back.st_dev, back.st_ino) == step.drop.key:
+                    return  # undone already: an undo killed before it said so moved it back
             raise Refused(path, f"{display_path(dest)} is gone") from None
         if (st.st_dev, st.st_ino) != step.drop.key:
             raise Refused(path, f"{display_path(dest)} is another file now")
