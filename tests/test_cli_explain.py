@@ -155,3 +155,28 @@ def test_a_name_that_is_not_utf8_is_shown_escaped_as_by_the_other_reports(tmp_pa
     assert page.returncode == 0, page.stderr
     html = page.stdout.decode("utf-8")
     assert "caf\\xe9 b.txt" in html and "\ufffd" not in html
+
+
+def test_an_output_that_is_one_of_the_inputs_is_a_usage_error_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """`sif explain -o a a b` emptied a (then died of SIGBUS reading it, or wrote the report
+    over it): refused as query refuses it, under any of its names, and for the archive of a
+    member."""
+    import zipfile
+
+    a, b, _ = spliced(tmp_path)
+    os.link(a, tmp_path / "alias")
+    with zipfile.ZipFile(tmp_path / "z.zip", "w") as z:
+        z.writestr("m.txt", Path(a).read_bytes())
+    held = {p: Path(p).read_bytes() for p in (a, b, tmp_path / "z.zip")}
+    for out, inputs in (
+        (a, (a, b)),
+        (b, (a, b)),
+        (tmp_path / "alias", (a, b)),
+        (tmp_path / "z.zip", (f"{tmp_path}/z.zip!/m.txt", b)),
+    ):
+        done = sif("explain", "-o", out, *inputs)
+        assert done.returncode == 2, done.stderr
+        assert "also an input" in done.stderr
+        assert {p: Path(p).read_bytes() for p in held} == held

@@ -104,7 +104,10 @@ def explain(
     from sif.passages import explain as run_explain
 
     if output is not None:
-        check_output_file(output)
+        # Neither file (nor the archive holding a member) may be the report: emptied
+        # before it is read, or (mapped) ending the run with SIGBUS.
+        names = {file_a, file_b} | {f.split("!/", 1)[0] for f in (file_a, file_b)}
+        check_output_file(output, inputs=sorted(names))
     warnings = WarningCounter(quiet)
     try:
         expl = run_explain(
