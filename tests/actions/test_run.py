@@ -283,37 +283,6 @@ def test_dedupe_shares_extents_and_undo_unshares(kind: str, tmp_path: Path) -> N
         assert stat.S_IMODE(os.stat(fs / "c").st_mode) == 0o640
 
 
-@pytest.mark.parametrize("kind", ["btrfs", "xfs"])
-def test_undo_of_a_dedupe_keeps_a_dropped_files_hard_links(kind: str, tmp_path: Path) -> None:
-    """``b`` and ``b2`` are one file, deduped against ``a``: undo unshares it in place (one
-    inode, both names, its times), where a copy renamed over ``b`` split it from ``b2``
-    (from the hostile test of the actions)."""
-    with loopfs(kind) as fs:
-        big = os.urandom(2 * 1024 * 1024 + 5)
-        write(fs / "a", big)
-        write(fs / "b", big)
-        os.link(fs / "b", fs / "b2")
-        os.utime(fs / "b", ns=(1_000_000_000, 1_200_000_000))
-        subprocess.run(["sync"], check=True)
-        report = saved_report(fs, out=tmp_path / "report.json")
-        r = sif("dedupe", str(report))
-        assert r.returncode == 0, r.stderr
-        journal = r.stderr.rsplit("journal: ", 1)[1].strip()
-        before = os.stat(fs / "b")
-        r = sif("undo", journal)
-        assert r.returncode == 0, r.stderr
-        b, b2 = os.stat(fs / "b"), os.stat(fs / "b2")
-        assert b.st_ino == b2.st_ino == before.st_ino and b.st_nlink == 2
-        assert b.st_mtime_ns == 1_200_000_000
-        assert (fs / "b").read_bytes() == big
-        fa, fb = os.open(fs / "a", os.O_RDONLY), os.open(fs / "b", os.O_RDONLY)
-        try:
-            assert not extents_shared(fa, fb)
-        finally:
-            os.close(fa)
-            os.close(fb)
-
-
 def test_dedupe_says_plainly_when_the_file_system_cannot(tmp_path: Path) -> None:
     with tmpfs() as d:
         write(d / "a", A)

@@ -270,25 +270,3 @@ def copy_to_temp(
         raise
     os.close(fd)
     return name, h.hexdigest()  # type: ignore[attr-defined]
-
-
-def rewrite_in_place(fd: int, out: int, size: int, hasher: Callable[[], object]) -> str:
-    """Write each block of the file read at ``fd`` back over itself through ``out`` (the same
-    inode, open to write): the same bytes, in extents of its own, so that a reflink's
-    sharing is undone with the inode, and so its hard links, kept. At every moment the
-    file holds its own bytes. Fsynced; the hex digest of what was read."""
-    h = hasher()
-    buf = bytearray(min(BLOCK, max(size, 1)))
-    offset = 0
-    while True:
-        n = read_block(fd, buf, offset)
-        if n == 0:
-            break
-        chunk = memoryview(buf)[:n]
-        h.update(chunk)  # type: ignore[attr-defined]
-        written = 0
-        while written < n:
-            written += os.pwrite(out, chunk[written:], offset + written)
-        offset += n
-    os.fsync(out)
-    return h.hexdigest()  # type: ignore[attr-defined]

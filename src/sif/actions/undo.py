@@ -96,23 +96,6 @@ def _restore_copy(step: Step, path: str, fd: int, meta: dict[str, int] | os.stat
         raise
 
 
-def _unshare_in_place(step: Step, path: str, fd: int, st: os.stat_result) -> None:
-    """Undo a dedupe of a file with hard links without a new inode (a copy renamed over
-    ``path`` split it from its other names): its bytes written over themselves, its
-    times put back."""
-    out = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        now = os.fstat(out)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            raise Refused(path, "replaced by another file during the undo")
-        digest = fsops.rewrite_in_place(fd, out, step.drop.size, _hasher(step.digest))
-        os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
-    finally:
-        os.close(out)
-    if digest != step.digest.split(":", 1)[1]:
-        raise Refused(path, "its bytes are no longer the report's (digest differs)")
-
-
 def _relink(path: str, twin: tuple[str, tuple[int, int]]) -> bool:
     """Give ``path`` the inode already restored for another name of the same file."""
     other, key = twin
@@ -209,10 +192,7 @@ def _undo_step(
         try:
             if st.st_size != step.drop.size or st.st_mtime_ns != step.drop.mtime_ns:
                 raise Refused(path, "modified since the dedupe")
-            if st.st_nlink > 1:  # its hard links stay its names: unshared in place
-                _unshare_in_place(step, path, fd, st)
-            else:
-                _restore_copy(step, path, fd, st)
+            _restore_copy(step, path, fd, st)
         finally:
             os.close(fd)
         return
