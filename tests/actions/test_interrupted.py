@@ -201,3 +201,34 @@ def test_undo_again_after_an_undo_stopped_just_after_a_step_says_it_is_undone(
         assert "1 undone, 0 refused" in r.stderr
         assert (top / "b" / "f").read_bytes() == DATA
         assert os.stat(top / "b" / "f").st_ino != os.stat(top / "a" / "f").st_ino
+
+
+def test_ctrl_c_just_after_a_link_step_renamed_exits_130_and_undo_reverses_it(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C right after the rename that made ``b/f`` a hard link of the kept copy: the
+    cleanup of the temporary name (gone with the rename) failed, hid the Ctrl-C (exit 1,
+    the run went on) and recorded the step, done, as failed: undo never reversed it."""
+    report, env = setup(tmp_path)
+    journal = str(tmp_path / "j.jsonl")
+    rc = stopped_run("replace", "/b/f", "int", "link", "--journal", journal, str(report), env=env)
+    assert rc == 130
+    assert os.stat(tmp_path / "b" / "f").st_ino == os.stat(tmp_path / "a" / "f").st_ino
+    r = sif("undo", journal, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "1 undone" in r.stderr
+    assert os.stat(tmp_path / "b" / "f").st_ino != os.stat(tmp_path / "a" / "f").st_ino
+
+
+def test_undo_again_after_an_undo_killed_before_it_removed_a_trashinfo_removes_it(
+    tmp_path: Path,
+) -> None:
+    report, env = setup(tmp_path)
+    journal = str(tmp_path / "j.jsonl")
+    assert sif("remove", "--trash", "--journal", journal, str(report), env=env).returncode == 0
+    assert stopped_run("unlink", "/Trash/info/", "kill", "undo", journal, env=env) == -9
+    info = tmp_path / "data" / "Trash" / "info"
+    assert os.listdir(info) == ["f.trashinfo"] and (tmp_path / "b" / "f").exists()
+    r = sif("undo", journal, env=env)
+    assert r.returncode == 0, r.stderr
+    assert os.listdir(info) == []

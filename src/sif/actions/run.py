@@ -494,7 +494,11 @@ class Runner:
                 self._still(r, linked=action == "link")
                 os.replace(tmp, drop.path)
             except BaseException:
-                os.unlink(tmp)  # the name sif just made, never the user's file
+                # The name sif just made, never the user's file; gone already after a
+                # Ctrl-C just past the rename (its unlink's failure hid the Ctrl-C, and the
+                # step, done, was recorded failed: undo never reversed it).
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
                 now_k = os.fstat(r.kfd)
                 if action == "link" and (now_k.st_size, now_k.st_mtime_ns) == (
                     r.kst.st_size,

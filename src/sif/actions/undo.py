@@ -113,7 +113,8 @@ def _relink(path: str, twin: tuple[str, tuple[int, int]]) -> bool:
             raise Refused(path, "the restored twin changed during the undo")
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):  # in place already (a Ctrl-C past it)
+            os.unlink(tmp)
         raise
     return True
 
@@ -162,7 +163,10 @@ def _undo_step(
             and (lst.st_size, lst.st_mtime_ns) == (step.drop.size, meta.get("mtime_ns"))
             and stat.S_IMODE(lst.st_mode) == (meta.get("mode", -1) & 0o7777)
         ):
-            return  # undone already: an undo killed before it said so left this copy
+            # Undone already: an undo killed before it said so left this copy, which the
+            # dropped file's other names join.
+            restored.setdefault(step.drop.key, (path, (lst.st_dev, lst.st_ino)))
+            return
         if step.action == "symlink":
             if not stat.S_ISLNK(lst.st_mode) or os.readlink(path) != step.target:
                 raise Refused(path, "no longer the symlink sif made")
@@ -206,7 +210,11 @@ def _undo_step(
             with contextlib.suppress(OSError):
                 back = os.lstat(path)
                 if (back.st_dev, back.st_ino) == step.drop.key:
-                    return  # undone already: an undo killed before it said so moved it back
+                    # Undone already: an undo killed before it said so moved it back.
+                    info = done.get("info") or begin.get("info")
+                    if info and written_for(info, path):
+                        os.unlink(info)  # the .trashinfo sif wrote, if the kill left it
+                    return
             raise Refused(path, f"{display_path(dest)} is gone") from None
         if (st.st_dev, st.st_ino) != step.drop.key:
             raise Refused(path, f"{display_path(dest)} is another file now")
