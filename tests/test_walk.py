@@ -403,15 +403,19 @@ def test_a_file_root_named_twice_is_one_file_and_its_hard_links_stay(
     write(tmp_path / "d/g", b"other\n")
     os.link(tmp_path / "d/g", tmp_path / "d/g2")
     os.symlink(tmp_path / "d", tmp_path / "link")
+    os.symlink("f", tmp_path / "d/sf")  # a name of its own (it protects f in the actions)
+    os.symlink("g2", tmp_path / "d/sg")
     (tmp_path / "bound").mkdir()
     rel = os.path.relpath(tmp_path / "d/f")
     names = [rel, str(tmp_path / "d/f"), str(tmp_path / "link/f"), str(tmp_path / "bound/f")]
+    sf, sg = str(tmp_path / "d/sf"), str(tmp_path / "d/sg")
     with mounted(tmp_path / "d", tmp_path / "bound"):
         for roots in (names, list(reversed(names))):
             g = [str(tmp_path / "d/g"), str(tmp_path / "link/g"), str(tmp_path / "d/g2")]
-            serial, _, shared, _ = serial_and_parallel([*roots, *g], pool)
+            serial, _, shared, _ = serial_and_parallel([sf, *roots, *g, sg], pool)
             for records in (serial, shared):
-                assert [r.path for r in records] == [roots[0], g[0], g[2]]
+                assert [r.path for r in records] == [sf, roots[0], g[0], g[2], sg]
+                assert [r.symlink for r in records] == [True, False, False, False, True]
 
 
 def mounted(source: Path, target: Path) -> contextlib.AbstractContextManager[None]:

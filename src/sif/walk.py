@@ -252,20 +252,26 @@ class Walker:
         entry once: ``d/f`` and ``/abs/d/f`` (or ``link/f``, a bind mount's ``f``) name one
         entry, which two records made into two replicas of one file, and an action given
         the report deleted the only copy. Names that are hard links of one file are
-        other entries, and stay (one file, listed together)."""
-        entries: dict[tuple[int, int], list[tuple[int, int, str] | None]] = {}
+        other entries, and stay (one file, listed together); so does a root that is a
+        symbolic link (a name of its own, which protects its target in the actions)."""
+        first: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
+        entries: dict[tuple[int, int], set[tuple[int, int, str] | None]] = {}
         out = []
         for path, st, link in file_roots:
             if self._under(path, held) or not self._keep(os.path.basename(path), path, st):
                 continue
-            seen = entries.setdefault((st.st_dev, st.st_ino), [])
-            if seen:  # rare: the inode named before, by this entry or a hard link of it
-                entry = _entry(path, st)
-                if entry is None or entry in seen:
-                    continue
-                seen.append(entry)
-            else:
-                seen.append(_entry(path, st) if st.st_nlink > 1 else None)
+            key = (st.st_dev, st.st_ino)
+            if not link:
+                if key in first:  # rare: the inode named before, by this entry or another
+                    seen = entries.get(key)
+                    if seen is None:
+                        seen = entries[key] = {_entry(*first[key])}
+                    entry = _entry(path, st)
+                    if entry is None or entry in seen:
+                        continue
+                    seen.add(entry)
+                else:
+                    first[key] = (path, st)
             out.append(self._record(path, st, link))
         return out
 
@@ -508,14 +514,14 @@ def walk(
 
 
 def _entry(path: str, st: os.stat_result) -> tuple[int, int, str] | None:
-    """The directory entry ``path`` names, through any links on its way: its directory's
-    device and inode and its own name; ``None`` for a file with one link (its only entry),
-    or one whose directory cannot be looked at (then one of its names is kept)."""
+    """The directory entry ``path`` (not a symbolic link itself) names, through any links
+    to its directories: its directory's device and inode and its own name; ``None`` for a
+    file with one link (its only entry), or one whose directory cannot be looked at (then
+    one of its names is kept)."""
     if st.st_nlink <= 1:
         return None
-    real = os.path.realpath(path)
     try:
-        up = os.stat(os.path.dirname(real))
+        up = os.stat(os.path.dirname(os.path.abspath(path)) or "/")
     except OSError:
         return None
-    return (up.st_dev, up.st_ino, os.path.basename(real))
+    return (up.st_dev, up.st_ino, os.path.basename(path))

@@ -290,6 +290,23 @@ def test_one_file_listed_twice_is_refused_and_kept(tmp_path: Path, action: str) 
     assert os.listdir(tmp_path / "d") == ["f"]
 
 
+def test_a_symlink_root_to_a_file_still_protects_it(tmp_path: Path) -> None:
+    """`sif dupes e/c d/f d/sf` (d/sf -> f): d/sf is a name of its own, a symbolic link to
+    d/f, which the actions then never drop (eb989d1 merged it into d/f, and remove
+    deleted d/f, leaving d/sf dangling)."""
+    write(tmp_path / "d/f", DATA)
+    os.symlink("f", tmp_path / "d/sf")
+    write(tmp_path / "e/c", DATA)
+    out = sif("dupes", "--format", "json", "e/c", "d/f", "d/sf", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "r.json").write_text(out.stdout)
+    done = sif(
+        "remove", str(tmp_path / "r.json"), cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)}
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "d/sf").read_bytes() == DATA and not (tmp_path / "e/c").exists()
+
+
 def test_dupes_names_a_file_given_twice_once_so_remove_keeps_it(tmp_path: Path) -> None:
     """The report of `sif dupes d/f /abs/d/f` has no group (it listed the file as its own
     replica, and `sif remove` of it deleted the only copy, exit 0)."""
