@@ -232,3 +232,28 @@ def test_undo_again_after_an_undo_killed_before_it_removed_a_trashinfo_removes_i
     r = sif("undo", journal, env=env)
     assert r.returncode == 0, r.stderr
     assert os.listdir(info) == []
+
+
+def test_undo_of_a_remove_with_files_gone_still_puts_the_parked_one_back(
+    tmp_path: Path,
+) -> None:
+    """A remove killed after its first batch of steps was recorded done, with a file parked:
+    undo cannot bring the removed files back (exit 3, as before), but it puts the parked
+    one back first (it refused before looking, and resume would have deleted it)."""
+    for g in range(150):
+        write(tmp_path / "a" / f"f{g}", DATA + b"%d" % g)
+        write(tmp_path / "b" / f"f{g}", DATA + b"%d" % g)
+    report = tmp_path / "report.json"
+    report_of(tmp_path / "a", tmp_path / "b", path=report)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    journal = str(tmp_path / "j.jsonl")
+    args = ["remove", "--journal", journal, str(report)]
+    rc = stopped_run("unlink", ".sif-", "kill:140", *args, env=env)
+    assert rc == -9
+    parked = [p for p in os.listdir(tmp_path / "b") if p.startswith(".sif-")]
+    assert len(parked) == 1 and b'"j":"done"' in Path(journal).read_bytes()
+    r = sif("undo", journal, env=env)
+    assert r.returncode == 3, r.stderr
+    assert "that cannot be undone; 1 a kill left parked put back" in r.stderr
+    assert not [p for p in os.listdir(tmp_path / "b") if p.startswith(".sif-")]
+    assert len(os.listdir(tmp_path / "b")) == 150 - 139

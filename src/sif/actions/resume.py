@@ -21,7 +21,9 @@ from sif.errors import InputError
 from sif.events import WarningSink, ignore_warning
 
 
-def _inspect(step: Step, begin: dict[str, Any], undoing: bool = False) -> bool:
+def _inspect(
+    step: Step, begin: dict[str, Any], undoing: bool = False, put_back: list[str] | None = None
+) -> bool:
     """After a kill mid-step: did the step happen? Cleans up sif's own temporary names.
 
     ``undoing`` (``sif undo``): a removal caught with its file parked under sif's
@@ -55,6 +57,8 @@ def _inspect(step: Step, begin: dict[str, Any], undoing: bool = False) -> bool:
                 from sif.actions.fsops import rename_noreplace
 
                 rename_noreplace(tmp, drop.path)  # parked, never removed: back in place
+                if put_back is not None:
+                    put_back.append(drop.path)
                 return False
             os.unlink(tmp)  # renamed aside by sif after the re-check: finish the removal
             return True
@@ -71,10 +75,15 @@ def _inspect(step: Step, begin: dict[str, Any], undoing: bool = False) -> bool:
 
 
 def reconcile(
-    data: JournalData, journal: Journal | None, runner: Runner | None, undoing: bool = False
+    data: JournalData,
+    journal: Journal | None,
+    runner: Runner | None,
+    undoing: bool = False,
+    put_back: list[str] | None = None,
 ) -> set[int]:
     """Settle the steps a kill interrupted; the indices of the steps that are done.
-    ``undoing``: for ``sif undo`` (:func:`_inspect`)."""
+    ``undoing``: for ``sif undo`` (:func:`_inspect`), which lists in ``put_back`` the
+    files a killed removal had parked and it put back."""
     done: set[int] = set()
     for step in data.steps:
         state = data.state(step.index)
@@ -93,7 +102,7 @@ def reconcile(
             if runner is not None:
                 runner.forget_ctime(step.keep)
                 runner.forget_ctime(step.drop)
-            if _inspect(step, begin, undoing):
+            if _inspect(step, begin, undoing, put_back):
                 done.add(step.index)
                 if journal is not None:
                     extra = {k: begin[k] for k in ("dest", "info") if k in begin}

@@ -254,13 +254,18 @@ def undo_journal(path: str, *, on_warning: WarningSink = ignore_warning) -> Undo
 
     ended = False
     try:
+        put_back: list[str] = []
+        done_steps = reconcile(data, j, None, undoing=True, put_back=put_back)
         if data.header.get("action") == "remove":
             removed = [s for s in data.steps if data.state(s.index) == "done"]
             if removed:
+                # The file a kill left parked under sif's temporary name is back at its
+                # name first (that much a plain remove's undo can do).
+                back = f"; {len(put_back)} a kill left parked put back" if put_back else ""
                 raise InputError(
-                    f"{path}: 'sif remove' deleted {len(removed)} file(s): that cannot be undone"
+                    f"{path}: 'sif remove' deleted {len(removed)} file(s): that cannot be "
+                    f"undone{back}"
                 )
-        done_steps = reconcile(data, j, None, undoing=True)
         restored = _untouched_twins(data.steps, done_steps)
         for step in sorted(data.steps, key=lambda s: -s.index):
             if step.index not in done_steps or data.state(step.index) != "done":
