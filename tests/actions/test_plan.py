@@ -187,6 +187,10 @@ def _group_line(name: str) -> bytes:
         (_header(roots="/x"), "header is malformed"),
         (_header() + _group_line("/a/\\ud800x"), "line 2: a name no file can have"),
         (_header() + _group_line("/a/\\udfffx"), "line 2: a name no file can have"),
+        (  # a surrogate as raw bytes (ED A0 80), which json.loads of bytes lets through
+            _header() + _group_line("/a/RAWx").replace(b"RAW", b"\xed\xa0\x80"),
+            "line 2: a name no file can have",
+        ),
     ],
 )
 def test_bad_reports_are_refused_with_a_clear_message(

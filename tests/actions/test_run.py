@@ -586,3 +586,26 @@ def test_a_file_whose_name_is_near_the_limit_goes_to_the_trash_and_back(tmp_path
     r = sif("undo", str(journal), env=env)
     assert r.returncode == 0, r.stderr
     assert contents(tmp_path / "b") == before
+
+
+def test_a_journals_last_line_is_kept_when_whole_and_cut_when_damaged(tmp_path: Path) -> None:
+    """Before resume or undo appends: a whole last record without its newline gets one (it
+    was cut off, and a finished run was run again); a last line that is no JSON, even
+    ending in a newline, is cut (it was buried under the new records: a damaged journal
+    for good)."""
+    for c in "ab":
+        write(tmp_path / "t" / c / "f", A)
+    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
+    journal = tmp_path / "j.jsonl"
+    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:-1])  # the end record without its newline
+    r = sif("resume", str(journal))
+    assert r.returncode == 3 and "that run finished: nothing to resume" in r.stderr
+    assert journal.read_bytes() == whole
+    journal.write_bytes(whole + b"{damaged\n")
+    r = sif("undo", str(journal))
+    assert r.returncode == 0, r.stderr
+    lines = journal.read_bytes().splitlines()
+    assert all(json.loads(line) for line in lines)
+    assert os.stat(tmp_path / "t" / "a" / "f").st_ino != os.stat(tmp_path / "t" / "b" / "f").st_ino

@@ -185,6 +185,7 @@ class Journal:
         journal = cls(path, fd)
         try:
             _lock(path, fd)
+            _check_header(path, fd)  # through the held descriptor: this very file
             _cut_torn_tail(fd)
         except OSError as exc:
             os.close(fd)
@@ -264,21 +265,45 @@ def _lock(path: str, fd: int) -> None:
         ) from None
 
 
+def _check_header(path: str, fd: int) -> None:
+    """InputError unless the file at ``fd`` begins with a sif journal's header line."""
+    head = os.pread(fd, 1 << 16, 0).split(b"\n", 1)[0]
+    try:
+        doc = json.loads(head)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or doc.get("j") != "header" or doc.get("kind") != JOURNAL_KIND:
+        raise InputError(f"{display_path(path)}: not a sif journal")
+
+
 def _cut_torn_tail(fd: int) -> None:
-    """Cut the file open at ``fd`` back to its last newline, if it does not end in one."""
+    """Make the journal at ``fd`` end with a whole record and its newline before anything
+    is appended: a last line that is no JSON (cut short by a kill or a full disk; it never
+    counted, :func:`read_journal` skips it) is cut off; a whole record without its
+    newline gets one (it counted, and must go on counting)."""
     size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+    if size == 0:
         return
-    end = size
-    while end > 0:
-        start = max(0, end - (1 << 16))
-        at = os.pread(fd, end - start, start).rfind(b"\n")
+    end = size - 1 if os.pread(fd, 1, size - 1) == b"\n" else size
+    start = end
+    while start > 0:  # the last line: [start, end)
+        lo = max(0, start - (1 << 16))
+        at = os.pread(fd, start - lo, lo).rfind(b"\n")
         if at >= 0:
-            os.ftruncate(fd, start + at + 1)
-            os.fsync(fd)
-            return
-        end = start
-    # No whole line at all: not a journal read_journal took; left as it is.
+            start = lo + at + 1
+            break
+        start = lo
+    if start == 0:
+        return  # the header alone, checked before: nothing to cut
+    try:
+        json.loads(os.pread(fd, end - start, start))
+    except ValueError:
+        os.ftruncate(fd, start)  # half a record, or damage: never counted
+        os.fsync(fd)
+        return
+    if end == size:
+        os.write(fd, b"\n")  # O_APPEND: at the end
+        os.fsync(fd)
 
 
 @dataclass

@@ -235,9 +235,10 @@ def _name_ok(name: Any) -> bool:
     return True
 
 
-#: A surrogate written as a JSON escape: a chunk holding one is read line by line, where
-#: each name is checked (:func:`_name_ok`).
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: A surrogate, written as a JSON escape or as raw bytes (``json.loads`` of bytes lets
+#: those through): a chunk holding one is read line by line, where each name is checked
+#: (:func:`_name_ok`).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def _group_checked(doc: Any, cwd: str, where: str) -> Group:
