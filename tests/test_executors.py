@@ -273,3 +273,46 @@ def pool_children() -> set[int]:
             if fields[1] == me and fields[0] != "Z":
                 out.add(int(pid))
     return out
+
+
+def test_workers_end_when_the_process_that_forked_them_is_killed() -> None:
+    """A SIGKILLed sif left its workers blocked on their pipes for good, holding the
+    caller's stdout and stderr (`sif index ... | cat` waited ten minutes): they now end
+    with it (PR_SET_PDEATHSIG)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time\n"
+        "from sif.executors import WorkerPool\n"
+        "pool = WorkerPool(2)\n"
+        "tasks = [pool.submit(time.sleep, 60) for _ in range(2)]\n"
+        "time.sleep(0.3)\n"
+        "print(*[p.pid for p in pool._workers], flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [p for p in pids if _running(p)]
+        assert alive == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, reaped by init soon, is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

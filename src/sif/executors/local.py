@@ -49,9 +49,30 @@ GRACE_S = 2.0
 END_S = 5.0
 
 
-def _ignore_sigint() -> None:
+def _ignore_sigint(parent: int = 0) -> None:
+    """A worker's start: it ignores SIGINT (the parent handles a Ctrl-C) and, given its
+    ``parent``'s pid, ends when that process dies: a SIGKILLed ``sif index`` left its
+    workers blocked on their pipes for good, holding the caller's stdout (a ``| cat``
+    waited ten minutes)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if parent:
+        _end_with(parent)
+
+
+def _end_with(parent: int) -> None:
+    """SIGKILL for this process when the thread that forked it ends (``PR_SET_PDEATHSIG``,
+    Linux), or at once if ``parent`` has ended already."""
+    import ctypes
+    import os
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pipes' EOF is all there is
+        return
+    if os.getppid() != parent:  # it died before the call: no signal will come
+        os._exit(1)
 
 
 def _nothing() -> None:
@@ -95,10 +116,16 @@ class WorkerPool:
 
     def __init__(self, processes: int) -> None:
         self.processes = processes
+        import os
+
+        # The signal comes when the forking *thread* ends: only the main thread's
+        # workers take it (a pool made in a passing thread would lose its workers).
+        main = threading.current_thread() is threading.main_thread()
         self._executor = ProcessPoolExecutor(
             processes,
             mp_context=multiprocessing.get_context("fork"),
             initializer=_ignore_sigint,
+            initargs=(os.getpid() if main else 0,),
         )
         self._workers: list[Any] = []
         self._dead_since: float | None = None
