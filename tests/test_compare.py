@@ -187,6 +187,9 @@ def test_bad_trees_are_config_errors(tmp_path: Path) -> None:
         sif.compare_trees(tmp_path / "f", tmp_path, tmp_path / "index")
     with pytest.raises(sif.ConfigError, match="no such file"):
         sif.compare_trees(tmp_path, tmp_path / "nope", tmp_path / "index")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(sif.ConfigError, match="not a directory"):
+        sif.compare_trees(tmp_path / "fifo", tmp_path, tmp_path / "index")
 
 
 def test_archives_are_compared_by_their_members(tmp_path: Path) -> None:
@@ -215,7 +218,7 @@ def test_archives_are_compared_by_their_members(tmp_path: Path) -> None:
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sif", *map(str, args)], capture_output=True, text=True
+        [sys.executable, "-m", "sif", *map(str, args)], capture_output=True, text=True, timeout=120
     )
 
 
@@ -262,11 +265,19 @@ def test_cli_same_trees_exit_0(tmp_path: Path) -> None:
     assert "same" in p.stdout
 
 
-@pytest.mark.parametrize("which", ["missing", "file"])
+@pytest.mark.parametrize("which", ["missing", "file", "fifo", "device"])
 def test_cli_bad_tree_is_one_line_and_exit_2(tmp_path: Path, which: str) -> None:
+    """A FIFO is never opened (it hung the run in open()), nor a device read (/dev/zero:
+    until memory ran out)."""
     (tmp_path / "a").mkdir()
     (tmp_path / "f").write_bytes(b"data")
-    bad = tmp_path / ("nope" if which == "missing" else "f")
+    os.mkfifo(tmp_path / "fifo")
+    bad = {
+        "missing": tmp_path / "nope",
+        "file": tmp_path / "f",
+        "fifo": tmp_path / "fifo",
+        "device": Path("/dev/zero"),
+    }[which]
     p = run("compare", tmp_path / "a", bad, "--index", tmp_path / "index")
     assert p.returncode == 2
     lines = p.stderr.splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 import click
@@ -27,7 +28,7 @@ EXIT_SAME, EXIT_DIFFERENT = 0, 1
 def _check_tree(name: str, path: str) -> None:
     """One line and status 2 for a tree that is missing or not a directory."""
     try:
-        os.stat(path)
+        st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         cause = "no such file or directory"
     except OSError as exc:
@@ -38,7 +39,7 @@ def _check_tree(name: str, path: str) -> None:
     else:
         from sif.compare.passes import is_archive
 
-        if os.path.isdir(path) or is_archive(path):
+        if stat.S_ISDIR(st.st_mode) or is_archive(path):
             return
         cause = "not a directory (nor a zip or tar archive)"
     click.echo(f"sif: error: {name} {display_path(path)}: {cause}", err=True)

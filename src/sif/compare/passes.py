@@ -138,10 +138,13 @@ def list_archive(root: str, on_warning: WarningSink) -> dict[str, TreeFile]:
 def is_archive(path: str) -> bool:
     """Whether ``path`` is a zip or tar archive (compressed or not) that ``sif compare``
     compares by its members."""
+    import stat
     import tarfile
     import zipfile
 
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False  # a FIFO hung in open(); a device was read without end
         return zipfile.is_zipfile(path) or tarfile.is_tarfile(path)
     except OSError:
         return False
