@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from sif.cli import main
@@ -83,3 +86,39 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
     assert code == 0 and "3 new" in err
     code, _, err = run("query", "--index", idx, "--scheme", "anchors", str(tmp_path / "q.txt"))
     assert code == 2 and "--anchors" in err
+
+
+@pytest.mark.parametrize("command", ["index", "similar"])
+def test_a_from_file_path_gone_since_the_list_was_made_is_a_warning(
+    tmp_path: Path, command: str
+) -> None:
+    """As the README says (and sif dupes does): the list may be older than the tree. It was
+    a usage error, and nothing was done. A list of which nothing is left is one."""
+    for i in range(2):
+        (tmp_path / "t").mkdir(exist_ok=True)
+        (tmp_path / "t" / f"f{i}.txt").write_text("the same few lines of text\n" * 40)
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{tmp_path}/t\n{tmp_path}/gone-since\n")
+    index = str(tmp_path / "index")
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", command, "--index", index, "--from-file", str(listing)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"sif: warning: {tmp_path}/gone-since: no such file or directory (listed by" in (
+        done.stderr
+    )
+    if command == "similar":
+        assert "f0.txt" in done.stdout and "f1.txt" in done.stdout
+    else:
+        assert "2 new" in done.stderr
+    listing.write_text(f"{tmp_path}/gone-since\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", command, "--index", index, "--from-file", str(listing)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2

@@ -426,19 +426,33 @@ def walk_options(func: F) -> F:
     return func
 
 
-def collect_roots(paths: tuple[str, ...], from_file: Any, null: bool) -> list[str]:
+def collect_roots(
+    paths: tuple[str, ...],
+    from_file: Any,
+    null: bool,
+    on_warning: Callable[[ScanWarning], None] | None = None,
+) -> list[str]:
     """The command-line paths followed by those of ``--from-file``; at least one.
 
     A command-line path that does not exist is a usage error; a path of
-    ``--from-file`` that does not exist is skipped with a warning by the walk
-    (the list may be older than the tree).
+    ``--from-file`` that does not exist is skipped with a warning (the list may
+    be older than the tree): here, given ``on_warning`` (``sif index`` and
+    ``sif similar``, whose index update refuses a root that is not there), else
+    by the walk.
     """
     from sif.walk import read_path_list
 
     check_paths(paths)
     roots = list(paths)
     if from_file is not None:
-        roots.extend(read_path_list(from_file, nul=null))
+        listed = list(read_path_list(from_file, nul=null))
+        if on_warning is not None:
+            for gone in [p for p in listed if not os.path.lexists(p)]:
+                on_warning(ScanWarning(gone, "no such file or directory (listed by --from-file)"))
+            listed = [p for p in listed if os.path.lexists(p)]
+            if not listed and not roots:
+                raise click.UsageError("no PATH given, and none of --from-file's is there")
+        roots.extend(listed)
     if not roots:
         raise click.UsageError("no PATH given (and no --from-file)")
     return roots

@@ -131,7 +131,8 @@ def index(
         location = index or default_index_path()
         _info(location, wait) if info else _verify(location, wait, quiet)
         sys.exit(EXIT_OK)
-    roots = collect_roots(paths, from_file, null)
+    warnings = WarningCounter(quiet)
+    roots = collect_roots(paths, from_file, null, warnings)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
     options = WalkOptions(**filters)
@@ -145,7 +146,6 @@ def index(
     if memory_limit is not None and engine != "dask":
         raise click.UsageError("--memory-limit (per worker) goes with --engine dask")
     runner = make_engine(engine, scheduler, workers, memory_limit)
-    warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     from sif.index.build import CHECKPOINT_BYTES
 

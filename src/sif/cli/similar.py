@@ -185,7 +185,8 @@ def similar(
         raise click.UsageError("--dirs lists pairs of directories: it takes no --sets")
     if dirs and fmt == "html":
         raise click.UsageError("--dirs has no html form: use --format text, json or csv")
-    roots = collect_roots(paths, from_file, null)
+    warnings = WarningCounter(quiet)
+    roots = collect_roots(paths, from_file, null, warnings)
     filters["include"] = tuple(filters["include"])
     filters["exclude"] = tuple(filters["exclude"])
     walk = WalkOptions(**filters)
@@ -203,7 +204,6 @@ def similar(
     location = index or default_index_path()
     params, anchors, mode = from_last_run(location, params, anchors, mode)
     runner = make_engine(engine, scheduler, workers, memory_limit)
-    warnings = WarningCounter(quiet)
     progress = make_progress(quiet)
     try:
         result = find_similar(
