@@ -361,3 +361,39 @@ def test_standard_output_is_utf8_whatever_pythons_encoding_of_it(tmp_path: Path,
     assert "b.txt" in out
     if fmt == "text":
         assert "│" in out and "café" in out
+
+
+@pytest.mark.parametrize("command", ["fuzzysum", "query"])
+def test_an_unreadable_file_is_a_warning_and_the_others_go_on(command: str) -> None:
+    """An unreadable FILE was click's usage error (3 lines, exit 2) and no other file was
+    done: it is the command's warning (exit 1), as its help says."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="sif-unreadable-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o777)
+        text = "a line of words that fuzzysum keeps, long enough for a few windows\n" * 40
+        for name in ("ok.txt", "locked.txt", "other.txt"):
+            (base / name).write_text(text)
+            os.chown(base / name, 65534, 65534)
+        os.chown(base / "locked.txt", 0, 0)
+        os.chmod(base / "locked.txt", 0o600)
+        drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        env = {**os.environ, "HOME": str(base)}
+        if command == "query":
+            made = subprocess.run(
+                [*drop, sys.executable, "-m", "sif", "index", "-q", "--index", "idx", "other.txt"],
+                cwd=base, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert made.returncode == 0, made.stderr
+        args = ["--index", "idx"] if command == "query" else []
+        done = subprocess.run(
+            [*drop, sys.executable, "-m", "sif", command, *args, "ok.txt", "locked.txt"],
+            cwd=base, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.splitlines() == ["sif: warning: locked.txt: Permission denied"]
+        assert "ok.txt" in done.stdout
+    finally:
+        shutil.rmtree(base)

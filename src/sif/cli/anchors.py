@@ -41,7 +41,7 @@ def anchors() -> None:
 
 
 @anchors.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @click.option(
     "-o",
     "--output",

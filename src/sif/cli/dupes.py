@@ -25,7 +25,7 @@ from sif.report import DUPES_FORMATS, human_size, write_dupes
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @walk_options
 @format_option(*DUPES_FORMATS)
 @jobs_option

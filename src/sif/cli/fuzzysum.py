@@ -103,7 +103,7 @@ def _emit(text: str, obj: dict[str, object], fmt: str) -> None:
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=str, allow_dash=True))
+@click.argument("files", nargs=-1, type=click.Path(path_type=str, readable=False, allow_dash=True))
 @click.option(
     "--variant",
     type=click.Choice(VARIANTS),

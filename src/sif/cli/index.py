@@ -38,7 +38,7 @@ from sif.cli.index_options import (
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @index_option
 @fingerprint_options
 @content_options

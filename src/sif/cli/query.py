@@ -38,7 +38,7 @@ from sif.outfile import written
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str, readable=False))
 @click.option(
     "-t",
     "--threshold",
