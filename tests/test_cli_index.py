@@ -122,3 +122,28 @@ def test_a_from_file_path_gone_since_the_list_was_made_is_a_warning(
         timeout=300,
     )
     assert done.returncode == 2
+
+
+@pytest.mark.parametrize("bad", ["", "ix\udcff", "fifo"])
+@pytest.mark.parametrize("command", ["index", "query"])
+def test_an_index_path_no_index_can_have_is_a_usage_error(
+    tmp_path: Path, bad: str, command: str
+) -> None:
+    """An empty --index wrote the default index unasked; a name that is not UTF-8 failed in
+    DuckDB (std::bad_cast) after files were made there; a FIFO was an error no one
+    foresaw. Each is a usage error, and nothing is made."""
+    import os
+
+    (tmp_path / "f.txt").write_text("some words of text, more than a window of fifty bytes\n")
+    os.mkfifo(tmp_path / "fifo")
+    before = sorted(os.listdir(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", command, "--index", bad, "f.txt"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"Invalid value for '--index'" in done.stderr
+    assert sorted(os.listdir(tmp_path)) == before

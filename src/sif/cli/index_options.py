@@ -18,8 +18,37 @@ def index_option(func: F) -> F:
         "index",
         envvar="SIF_INDEX",
         type=click.Path(file_okay=False, path_type=str),
+        callback=_index_path,
         help="The index directory [env SIF_INDEX; default: the user's cache dir, sif/index].",
     )(func)
+
+
+def _index_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A usage error for an index path no index can have: empty (it meant the default
+    index, written unasked), not UTF-8 (DuckDB failed on it with ``std::bad_cast``, after
+    files were made there), or a FIFO, a device or a socket (an error no one foresaw)."""
+    import os
+    import stat
+
+    from sif.events import display_path
+
+    if value is None:
+        return None
+    if not value:
+        raise click.BadParameter("an empty path", ctx, param)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter(
+            f"{display_path(value)}: not a UTF-8 name (the index's catalog takes none)", ctx, param
+        ) from None
+    try:
+        mode = os.stat(value).st_mode
+    except (OSError, ValueError):
+        return value  # missing (made by sif index), or named by the command that opens it
+    if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+        raise click.BadParameter(f"{display_path(value)}: a special file, not a directory")
+    return value
 
 
 def fingerprint_options(func: F) -> F:
