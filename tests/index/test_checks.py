@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sif.errors import IndexCorrupt
-from sif.index.checks import checksum_files, verify_segment
+from sif.errors import IndexCorrupt, IndexUnusable
+from sif.index.checks import checksum_files, load_array, verify_segment
 from sif.index.segments import BUCKET_MIN_ROWS, Segment, make_files, write_segment
 
 
@@ -122,3 +122,31 @@ def test_an_array_the_process_cannot_open_is_not_called_damaged(
         checks.load_array(str(path), [np.dtype(np.uint32)])
     assert not isinstance(caught.value, IndexCorrupt)
     assert str(caught.value) == f"{path}: {os.strerror(err)}"
+
+
+def test_running_out_of_descriptors_is_no_damage(tmp_path: Path) -> None:
+    """Out of file descriptors while an array is mapped (the header's open got one, the
+    mapping's dup none): the process's limit, not corruption, and no advice to rebuild.
+    Under ``ulimit -n`` sif index said 'index corrupt: fid.npy (...Too many open
+    files); run with --rebuild'."""
+    import resource
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(100, dtype=np.uint32))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        os.close(held.pop())  # one left: the header's open, closed again, then the mapping's
+        with pytest.raises(IndexUnusable, match="Too many open files") as caught:
+            load_array(str(path), (np.dtype(np.uint32),))
+        assert not isinstance(caught.value, IndexCorrupt)
+        assert isinstance(caught.value.__cause__, OSError)
+        assert caught.value.__cause__.errno == errno.EMFILE
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -142,7 +142,11 @@ def load_array(path: str, dtypes: Sequence[np.dtype[Any]]) -> npt.NDArray[Any]:
         return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
     except FileNotFoundError:
         raise
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        if exc.errno in _NOT_DAMAGE:  # out of descriptors or memory: not the index's state
+            raise IndexUnusable(f"{path}: {exc.strerror or exc}") from exc
+        raise corrupt(path, cause_of(exc)) from exc
+    except ValueError as exc:
         raise corrupt(path, cause_of(exc)) from exc
 
 
