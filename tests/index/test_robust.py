@@ -100,3 +100,45 @@ def test_query_from_another_process_reads_the_last_committed_state(tmp_path: Pat
         assert out.splitlines()[1].endswith(f"{other} {st.st_size}  (exact copy)")
     finally:
         store.close()
+
+
+def test_files_under_a_directory_the_run_cannot_read_stay_indexed() -> None:
+    """A directory made unreadable since the last run: its files are not known to be gone,
+    and keep their entries (they were dropped as removed, and a query no longer found
+    them). A file that is gone still goes."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="sif-locked-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o777)
+        text = b"lines of words that two copies share, well past a window or two\n" * 60
+        for name in ("open/f.txt", "open/gone.txt", "locked/copy.txt"):
+            write(base / name, text + name.encode())
+        for p in [base / "open", base / "locked", *base.rglob("*.txt")]:
+            os.chown(p, 65534, 65534)
+        drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        env = {**os.environ, "HOME": str(base)}
+
+        def index() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*drop, sys.executable, "-m", "sif", "index", "--index", "idx", "open", "locked"],
+                cwd=base, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+
+        assert index().returncode == 0
+        os.chmod(base / "locked", 0)
+        (base / "open" / "gone.txt").unlink()
+        done = index()
+        assert done.returncode == 1, done.stderr
+        assert "locked: permission denied" in done.stderr
+        assert "0 new, 0 changed, 1 unchanged, 1 removed" in done.stderr
+        found = subprocess.run(  # as root, who may read it: the entry is there
+            [sys.executable, "-m", "sif", "query", "--index", "idx", "open/f.txt"],
+            cwd=base, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert found.returncode == 0, found.stderr
+        assert "locked/copy.txt" in found.stdout and "gone.txt" not in found.stdout
+    finally:
+        os.chmod(base / "locked", 0o755)
+        shutil.rmtree(base)

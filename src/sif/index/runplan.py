@@ -35,12 +35,17 @@ def _unchanged_on_disk(origin: str, known: KnownColumns, i: int) -> bool:
     system) narrows what a run walks, not what the index holds: an entry
     leaves the index only when its file is gone, or no longer the one indexed
     (another (device, inode, size, mtime), which the run cannot re-read since
-    it is out of its scope). Cost: one ``stat`` per indexed file not walked.
+    it is out of its scope). A file that cannot be looked at (its directory unreadable:
+    the walk warned of it) is not known to be gone, and stays as indexed: it was dropped,
+    and the next run that could read it indexed it anew. Cost: one ``stat`` per indexed
+    file not walked.
     """
     try:
         st = os.stat(origin)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
+    except OSError:
+        return True  # permission denied, an I/O error: not gone, as far as anyone knows
     return (
         st.st_dev == int(known.dev[i])
         and st.st_ino == int(known.ino[i])
