@@ -147,3 +147,34 @@ def test_an_index_path_no_index_can_have_is_a_usage_error(
     assert done.returncode == 2, done.stderr
     assert b"Invalid value for '--index'" in done.stderr
     assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["similar", "--memory-limit", "5"],  # DuckDB's parser error, and only at a collation
+        ["similar", "--memory-limit", "99999999TB"],
+        ["similar", "--memory-limit", "150%"],
+        ["similar", "--size-ratio", "nan"],  # every range let it through: no pair, no word
+        ["dupes", "--max-size", "9223372036854775808"],  # OverflowError deep in the walk
+        ["index", "--min-size", "99999999999999999999999T"],
+        ["explain", "--context", "999999999999999999999", "f.txt"],  # OverflowError
+    ],
+)
+def test_option_values_out_of_reach_are_usage_errors(tmp_path: Path, args: list[str]) -> None:
+    import os
+
+    (tmp_path / "f.txt").write_text("some words of text, more than a window of fifty bytes\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", *args, "--index", "idx", "f.txt"]
+        if args[0] != "explain" and args[0] != "dupes"
+        else [sys.executable, "-m", "sif", *args, "f.txt"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "Error" in done.stderr
+    assert not (tmp_path / "idx").exists()

@@ -64,6 +64,7 @@ class WalkStats:
 
 
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE_MAX = (1 << 63) - 1
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
@@ -75,7 +76,10 @@ def parse_size(text: str) -> int:
     m = _SIZE_RE.match(text)
     if not m:
         raise ConfigError(f"not a size: {text!r} (use e.g. 100, 4K, 10M, 1G)")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+    size = int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+    if size > _SIZE_MAX:  # no file is larger (and a C off_t overflowed deep in the walk)
+        raise ConfigError(f"not a size a file can have: {text!r} (at most 8 EiB)")
+    return size
 
 
 def read_path_list(stream: BinaryIO, nul: bool = False) -> Iterator[str]:

@@ -29,7 +29,7 @@ from sif.outfile import written_text
 @format_option("text", "json", "html")
 @click.option(
     "--context",
-    type=click.IntRange(0),
+    type=click.IntRange(0, 1 << 30),
     default=3,
     show_default=True,
     help="Lines shown around each passage; the rest of each file is elided with a count.",

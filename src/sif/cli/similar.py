@@ -35,6 +35,14 @@ from sif.outfile import written
 from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 
 
+def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """``value``, unless it is NaN, which every range check lets through (``--size-ratio
+    nan`` paired nothing, without a word)."""
+    if value is not None and value != value:
+        raise click.BadParameter("not a number", ctx, param)
+    return value
+
+
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @click.option(
@@ -62,6 +70,7 @@ from sif.similar import DEFAULT_MAX_DF, DEFAULT_MEMORY_LIMIT, DEFAULT_MIN_SHARED
 @click.option(
     "--size-ratio",
     type=click.FloatRange(1),
+    callback=lambda ctx, param, v: _a_number(ctx, param, v),
     help="Skip pairs whose sizes differ by more than this factor.",
 )
 @click.option("--same-suffix", is_flag=True, help="Pair only files with the same suffix.")

@@ -61,8 +61,12 @@ RULES_VERSION = 3
 # --- the driver -------------------------------------------------------------------
 
 
-_MEMORY_LIMIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B|%)?\s*$", re.IGNORECASE)
-"""What DuckDB's ``memory_limit`` accepts: a number and a unit (or a share, ``80%``)."""
+_MEMORY_LIMIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B|%)\s*$", re.IGNORECASE)
+"""What DuckDB's ``memory_limit`` accepts: a number and a unit (or a share, ``80%``); a
+bare number was DuckDB's parser error, and only when a collation ran."""
+
+
+_UNIT = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 
 
 def _run_key(
@@ -152,9 +156,15 @@ def find_similar(
     """
     started = time.perf_counter()
     options = options or SimilarOptions()
-    if not _MEMORY_LIMIT.match(memory_limit):
+    limit = _MEMORY_LIMIT.match(memory_limit)
+    if (
+        not limit
+        or float(limit.group(1)) * _UNIT.get(limit.group(2).upper().replace("IB", "B"), 1) > 2**50
+        or (limit.group(2) == "%" and not 0 < float(limit.group(1)) <= 100)
+    ):
         raise ConfigError(
-            f"--memory-limit must be a size such as 500MB or 2GB, not {memory_limit!r}"
+            f"--memory-limit must be a size such as 500MB or 2GB (up to 1 PiB) or a share "
+            f"such as 80%, not {memory_limit!r}"
         )
     progress = progress or NullProgress()
     params = params or DEFAULT_PARAMS
