@@ -178,3 +178,40 @@ def test_option_values_out_of_reach_are_usage_errors(tmp_path: Path, args: list[
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "Error" in done.stderr
     assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["index", "--index", "idx", "--from-file", "/dev/zero"],
+        ["index", "--index", "idx", "--scheme", "anchors", "--anchors", "/dev/zero", "f.txt"],
+        ["fuzzysum", "-m", "/dev/zero", "f.txt"],
+    ],
+)
+def test_a_device_given_as_a_list_or_anchor_file_is_refused(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """Read whole, /dev/zero took every byte of memory (the OOM killer ended it): refused,
+    one line, exit 3. (The test runs under a memory limit: without the check it fails
+    with an out-of-memory line, not a kernel's kill.)"""
+    import os
+    import resource
+
+    (tmp_path / "f.txt").write_text("some words of text, more than a window of fifty bytes\n")
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "sif", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 3, done.stderr
+    assert (
+        done.stderr.splitlines()[-1] == "sif: error: /dev/zero: a device, not a file to read whole"
+    )

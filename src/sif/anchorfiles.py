@@ -19,8 +19,11 @@ from sif.outfile import written_text
 
 def load_anchors(path: str | os.PathLike[str]) -> AnchorSet:
     """Read an anchor file written by :func:`save_anchors`; :class:`InputError` if unusable."""
+    from sif.fileio import refuse_device
+
     try:
         with open(path, encoding="utf-8") as f:
+            refuse_device(f.fileno(), os.fspath(path))
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{os.fspath(path)}: cannot read anchor file: {exc}") from exc

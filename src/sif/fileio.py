@@ -107,3 +107,14 @@ def open_regular_file(
     except BaseException:
         os.close(fd)
         raise
+
+
+def refuse_device(fd: int, shown: str) -> None:
+    """:class:`sif.errors.InputError` if ``fd`` is a device other than a terminal: a list
+    or an anchor file read whole (``--from-file /dev/zero``, ``-m /dev/zero``, ``--anchors
+    /dev/zero``) was read until memory ran out. A terminal, a FIFO, a regular file pass."""
+    from sif.errors import InputError
+
+    mode = os.fstat(fd).st_mode
+    if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) and not os.isatty(fd):
+        raise InputError(f"{shown}: a device, not a file to read whole")

@@ -85,8 +85,17 @@ def parse_size(text: str) -> int:
 def read_path_list(stream: BinaryIO, nul: bool = False) -> Iterator[str]:
     """Paths from a list, one per line (or NUL-terminated with ``nul``), as raw names.
 
-    Empty entries are skipped. Names keep their exact bytes (surrogate escapes).
+    Empty entries are skipped. Names keep their exact bytes (surrogate escapes). A
+    device (``/dev/zero``) is refused: read whole, it took every byte of memory.
     """
+    from sif.fileio import refuse_device
+
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.BytesIO: no descriptor, no device
+        fd = -1
+    if fd >= 0:
+        refuse_device(fd, getattr(stream, "name", None) or "the list")
     data = stream.read()
     sep = b"\0" if nul else b"\n"
     for raw in data.split(sep):

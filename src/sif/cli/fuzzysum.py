@@ -21,7 +21,7 @@ from sif.core.fuzzystream import CHUNK, FuzzySum, FuzzySumV2
 from sif.core.fuzzysum import V2_MATCH_THRESHOLD, V2_PREFIX, compare_v2, parse_v2
 from sif.errors import InputError
 from sif.events import ScanWarning, display_path
-from sif.fileio import open_regular_file
+from sif.fileio import open_regular_file, refuse_device
 from sif.report import json_line
 
 VARIANTS = ("v1", "v2")
@@ -221,9 +221,11 @@ def _match(
 ) -> None:
     try:
         if known_list == STDIN:
+            refuse_device(sys.stdin.fileno(), "standard input")
             raw = sys.stdin.buffer.read()
         else:
             with open(known_list, "rb") as handle:
+                refuse_device(handle.fileno(), display_path(known_list))
                 raw = handle.read()
     except OSError as exc:
         raise InputError(f"{display_path(known_list)}: {exc.strerror or exc}") from exc
