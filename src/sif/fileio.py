@@ -115,6 +115,7 @@ def refuse_device(fd: int, shown: str) -> None:
     /dev/zero``) was read until memory ran out. A terminal, a FIFO, a regular file pass."""
     from sif.errors import InputError
 
-    mode = os.fstat(fd).st_mode
-    if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) and not os.isatty(fd):
+    st = os.fstat(fd)
+    null = stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)  # empty: harmless
+    if (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) and not (null or os.isatty(fd)):
         raise InputError(f"{shown}: a device, not a file to read whole")
