@@ -609,3 +609,22 @@ def test_a_journals_last_line_is_kept_when_whole_and_cut_when_damaged(tmp_path: 
     lines = journal.read_bytes().splitlines()
     assert all(json.loads(line) for line in lines)
     assert os.stat(tmp_path / "t" / "a" / "f").st_ino != os.stat(tmp_path / "t" / "b" / "f").st_ino
+
+
+def test_undo_reads_a_journal_whose_header_is_longer_than_a_block(tmp_path: Path) -> None:
+    """A report of many roots gives the journal a header line of hundreds of KB: undo and
+    resume read it whole before they append (a first check read 64 KiB of it, and took
+    the journal for none)."""
+    roots = []
+    for i in range(400):
+        d = tmp_path / "t" / (f"{i:04d}" + "x" * 200)
+        write(d / "f", A)
+        roots.append(d)
+    report = saved_report(tmp_path, *roots, out=tmp_path / "report.json")
+    journal = tmp_path / "j.jsonl"
+    env = {"XDG_STATE_HOME": str(tmp_path / "s")}
+    assert sif("link", "-q", "--journal", str(journal), str(report), env=env).returncode == 0
+    assert len(journal.read_bytes().split(b"\n", 1)[0]) > 1 << 16
+    r = sif("undo", str(journal), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "399 undone" in r.stderr

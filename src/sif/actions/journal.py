@@ -266,8 +266,15 @@ def _lock(path: str, fd: int) -> None:
 
 
 def _check_header(path: str, fd: int) -> None:
-    """InputError unless the file at ``fd`` begins with a sif journal's header line."""
-    head = os.pread(fd, 1 << 16, 0).split(b"\n", 1)[0]
+    """InputError unless the file at ``fd`` begins with a sif journal's header line (whole:
+    a report's header of many roots makes it megabytes long)."""
+    head = b""
+    while b"\n" not in head:
+        more = os.pread(fd, 1 << 20, len(head))
+        if not more:
+            break
+        head += more
+    head = head.split(b"\n", 1)[0]
     try:
         doc = json.loads(head)
     except ValueError:
