@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -92,3 +94,31 @@ def test_index_of_a_large_file_as_nobody_without_a_home(tmp_writable: bool) -> N
             assert any(p.suffix == ".nbi" for p in (cache / "numba").rglob("*"))
         else:  # compiled in the process, cached nowhere
             assert not cache.exists()
+
+
+def test_a_cache_directory_on_a_full_file_system_leaves_the_kernels_uncached(
+    tmp_path: Path,
+) -> None:
+    """The cache directory is found writable (a directory costs no block on a tmpfs), then
+    numba's save fails with ENOSPC: the kernels run uncached and explain ends 0 ("no space
+    left on device", exit 3, before)."""
+    from actionutil import tmpfs
+
+    (tmp_path / "a.txt").write_text("".join(f"{i}\\n" for i in range(3000)))
+    (tmp_path / "b.txt").write_text("".join(f"{i}\\n" for i in range(2000)))
+    with tmpfs("256k") as full:
+        with open(full / "filler", "wb") as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\\0" * 4096)
+                f.flush()
+        (full / "numba").mkdir()
+        done = subprocess.run(
+            [sys.executable, "-m", "sif", "explain", "--format", "json", "a.txt", "b.txt"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "NUMBA_CACHE_DIR": str(full / "numba")},
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["passages"] == 1

@@ -15,6 +15,7 @@ a crash. The only file-system work of :mod:`sif.core`, all of it numba's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -87,9 +88,27 @@ def njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     def decorate(func: Callable[..., Any]) -> Any:
         if options.get("cache"):
             try:
-                return numba_njit(**options)(func)
+                return _tolerant(numba_njit(**options)(func))
             except RuntimeError:  # "cannot cache function ...: no locator available"
                 pass
         return numba_njit(**{**options, "cache": False})(func)
 
     return decorate
+
+
+def _tolerant(dispatcher: Any) -> Any:
+    """``dispatcher`` with its cache's saving made harmless: a cache directory that fills
+    up or turns read-only after it was found writable (a full disk: ENOSPC as numba saves
+    its index) leaves the kernel compiled and running, uncached, where the error ended
+    ``sif explain`` and ``sif similar`` ("no space left on device", exit 3)."""
+    cache = getattr(dispatcher, "_cache", None)
+    save = getattr(cache, "save_overload", None)
+    if save is None:
+        return dispatcher
+
+    def save_overload(sig: Any, data: Any) -> None:
+        with contextlib.suppress(OSError):  # uncached: the next run compiles it again
+            save(sig, data)
+
+    cache.save_overload = save_overload  # type: ignore[union-attr]
+    return dispatcher
