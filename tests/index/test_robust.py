@@ -142,3 +142,35 @@ def test_files_under_a_directory_the_run_cannot_read_stay_indexed() -> None:
     finally:
         os.chmod(base / "locked", 0o755)
         shutil.rmtree(base)
+
+
+def test_a_full_disk_while_a_segment_is_written_leaves_no_part_of_it(tmp_path: Path) -> None:
+    """The index on a file system that fills up as a segment is written: one line, exit 3,
+    and the part written is gone with the run (it stayed, the disk full, until the next
+    run removed it)."""
+    from actionutil import tmpfs
+
+    rng = np.random.default_rng(5)
+    write(tmp_path / "small" / "f.txt", b"a first file, to make the catalog, of some words\n" * 9)
+    for i in range(40):  # ~1.6 MB of text: ~8 k fingerprint rows, more than the room left
+        words = rng.integers(0, 50_000, 8_000)
+        write(tmp_path / "t" / f"f{i}.txt", " ".join(map(str, words.tolist())).encode())
+    with tmpfs("16m") as d:
+
+        def index(tree: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "sif", "index", "-q", "--index", str(d / "idx"), tree],
+                cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+
+        assert index("small").returncode == 0
+        with contextlib.suppress(OSError), open(d / "filler", "wb", buffering=0) as f:
+            while True:  # every block, then 24 KB of room: less than the segment
+                f.write(b"\0" * 4096)
+
+        os.truncate(d / "filler", max(0, (d / "filler").stat().st_size - 24 * 1024))
+        done = index("t")
+        assert done.returncode == 3, done.stderr
+        assert "no space left on device" in done.stderr.lower()
+        left = [p.name for p in (d / "idx" / "segments").iterdir()]
+        assert not [n for n in left if n.endswith(".tmp")], left

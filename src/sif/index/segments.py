@@ -48,6 +48,7 @@ checks) are checked for consistency only.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,6 +176,20 @@ def write_segment(
     local = local[order]
     del order
     tmp = temp_dir(os.path.dirname(directory), os.path.basename(directory) + ".", ".tmp")
+    try:
+        _write_files(tmp, files, values, local)
+    except BaseException:
+        # sif's own directory, just made: a full disk left it (and the disk full) until
+        # the next run removed it
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    os.replace(tmp, directory)
+    _fsync_dir(os.path.dirname(directory))
+    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory))
+
+
+def _write_files(tmp: str, files: SegmentFiles, values: U32, local: U32) -> None:
+    """The files of a segment into ``tmp``, each fsynced, then the directory."""
     if len(values) >= BUCKET_MIN_ROWS:
         counts = np.bincount(values >> BUCKET_BITS, minlength=1 << BUCKET_BITS)
         offsets = np.zeros((1 << BUCKET_BITS) + 1, dtype=np.uint32)
@@ -193,9 +208,6 @@ def write_segment(
         f.flush()
         os.fsync(f.fileno())
     _fsync_dir(tmp)
-    os.replace(tmp, directory)
-    _fsync_dir(os.path.dirname(directory))
-    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory))
 
 
 def make_files(rows: Sequence[tuple[Any, ...]], paths: Sequence[bytes]) -> SegmentFiles:
