@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,27 @@ def test_a_damaged_anchor_set_is_named(corpus: Path) -> None:
         assert proc.returncode == 3, proc.stderr
         [line] = proc.stderr.splitlines()
         assert line.startswith(f"sif: error: index corrupt: {stored} ("), line
+
+
+def test_info_quotes_a_root_as_the_reports_quote_names(tmp_path: Path) -> None:
+    """A root holding a newline or a byte that is not UTF-8 broke the 'last run' line (or
+    printed raw bytes): it is quoted as the reports quote names."""
+    root = tmp_path / "a\nb"
+    odd = tmp_path / os.fsdecode(b"c\xff")
+    for d in (root, odd):
+        d.mkdir()
+        (d / "f.txt").write_text("text of a file, long enough to fingerprint: more than fifty\n")
+    index = str(tmp_path / "idx")
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "sif", *args], capture_output=True, timeout=120
+        )
+
+    assert run("index", "-q", "--index", index, str(root), str(odd)).returncode == 0
+    done = run("index", "--info", "--index", index)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode("utf-8").splitlines()
+    last = [line for line in lines if line.startswith("    last run ")]
+    assert len(last) == 1
+    assert last[0].endswith(f" UTC: $'{tmp_path}/a\\nb' $'{tmp_path}/c\\xff'")

@@ -184,12 +184,14 @@ def index(
 def _info(location: str, wait: bool) -> None:
     import datetime
 
+    from sif.events import display_path
     from sif.index.health import index_info
     from sif.report import human_size
 
     info = index_info(location, wait=wait)
     lines = [
-        f"index {info.root}: {human_size(info.bytes)} on disk, schema {info.schema}, "
+        f"index {display_path(info.root)}: {human_size(info.bytes)} on disk, "
+        f"schema {info.schema}, "
         f"{len(info.sets)} parameter set{'s' if len(info.sets) != 1 else ''}"
     ]
     for s in info.sets:
@@ -202,7 +204,8 @@ def _info(location: str, wait: bool) -> None:
         run = s.last_run
         if run:
             when = datetime.datetime.fromtimestamp(float(run.get("time", 0)), datetime.UTC)
-            roots = " ".join(str(r) for r in run.get("roots", []))
+            # As the reports show names: a newline or a byte that is not UTF-8 quoted
+            roots = " ".join(display_path(str(r)) for r in run.get("roots", []))
             lines.append(f"    last run {when:%Y-%m-%d %H:%M:%S} UTC: {roots}")
         else:
             lines.append("    last run: not recorded (an older sif)")
