@@ -174,3 +174,37 @@ def test_a_full_disk_while_a_segment_is_written_leaves_no_part_of_it(tmp_path: P
         assert "no space left on device" in done.stderr.lower()
         left = [p.name for p in (d / "idx" / "segments").iterdir()]
         assert not [n for n in left if n.endswith(".tmp")], left
+
+
+def test_a_first_run_stopped_before_its_catalog_held_anything_is_no_index_yet(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C in the first run's first migration: --info and --verify say there is no
+    index yet (they said 'index corrupt ... run with --rebuild'); the next run makes it."""
+    write(tmp_path / "t" / "f.txt", b"text of a file, long enough to fingerprint, fifty+\n")
+    stop = (
+        "import sys\n"
+        "import sif.index.catalogdb as c\n"
+        "v, name, step = c.MIGRATIONS[0]\n"
+        "def stopped(con, secret):\n"
+        "    step(con, secret)\n"
+        "    raise KeyboardInterrupt\n"
+        "c.MIGRATIONS[0] = (v, name, stopped)\n"
+        "sys.argv = ['sif', 'index', '-q', '--index', 'idx', 't']\n"
+        "from sif.cli import main\n"
+        "main()\n"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+
+    assert run("-c", stop).returncode == 130
+    for what in ("--info", "--verify"):
+        done = run("-m", "sif", "index", what, "--index", "idx")
+        assert done.returncode == 3
+        assert "yet: its first run did not finish" in done.stderr, done.stderr
+        assert "corrupt" not in done.stderr
+    assert run("-m", "sif", "index", "-q", "--index", "idx", "t").returncode == 0
+    assert run("-m", "sif", "index", "--verify", "--index", "idx").returncode == 0

@@ -284,6 +284,25 @@ def migrate(con: duckdb.DuckDBPyConnection, root: str, secret: bytes) -> None:
             checkpoint(con)
 
 
+def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.tables ORDER BY table_name"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _unfinished(root: str) -> IndexUnusable:
+    """A catalog made by a first run that stopped before it held anything: no index yet,
+    which the next ``sif index`` makes (``--info`` and ``--verify`` called it corrupt
+    and advised ``--rebuild``)."""
+    from sif.events import display_path
+
+    return IndexUnusable(
+        f"no index at {display_path(root)} yet: its first run did not finish (run 'sif index "
+        "PATH...')"
+    )
+
+
 def check_schema(con: duckdb.DuckDBPyConnection, root: str) -> None:
     """For a reader: the catalog of ``root`` is of :data:`SCHEMA_VERSION`, else
     :class:`IndexCorrupt` (newer, or none) or :class:`IndexUnusable` (older: a writer
@@ -292,8 +311,12 @@ def check_schema(con: duckdb.DuckDBPyConnection, root: str) -> None:
     try:
         row = con.execute("SELECT max(version) FROM sif_migrations").fetchone()
     except duckdb.Error as exc:
+        if not _tables(con):  # made, then the first run stopped (Ctrl-C, a kill)
+            raise _unfinished(root) from None
         raise corrupt(path, "a catalog without migrations") from exc
     version = row[0] if row else None
+    if version is None and _tables(con) == ["sif_migrations"]:
+        raise _unfinished(root)  # the first migration never committed
     if version is None or version > SCHEMA_VERSION:
         raise corrupt(path, f"index schema {version}, this sif reads {SCHEMA_VERSION}")
     if version < SCHEMA_VERSION:
