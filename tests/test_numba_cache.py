@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from treeutil import write
+from treeutil import fill, write
 
 # Needs root (as CI runs): it hands the run to nobody, who may not write this
 # checkout (numba's in-tree cache) and has no home (numba's user-wide cache).
@@ -107,10 +106,7 @@ def test_a_cache_directory_on_a_full_file_system_leaves_the_kernels_uncached(
     (tmp_path / "a.txt").write_text("".join(f"{i}\\n" for i in range(3000)))
     (tmp_path / "b.txt").write_text("".join(f"{i}\\n" for i in range(2000)))
     with tmpfs("256k") as full:
-        with open(full / "filler", "wb") as f, contextlib.suppress(OSError):
-            while True:
-                f.write(b"\\0" * 4096)
-                f.flush()
+        fill(full)
         (full / "numba").mkdir()
         done = subprocess.run(
             [sys.executable, "-m", "sif", "explain", "--format", "json", "a.txt", "b.txt"],

@@ -17,18 +17,7 @@ from typing import Any
 import pytest
 
 from sif.outfile import OutputFileError, written, written_text
-
-
-def fill(where: Path, name: str = "filler") -> None:
-    """Take every free block of the file system at ``where`` (a new file ``name``)."""
-    fd = os.open(where / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with pytest.raises(OSError) as full:
-            while True:
-                os.write(fd, b"\0" * 4096)
-        assert full.value.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+from treeutil import fill
 
 
 def test_an_existing_file_is_written_in_place_as_by_the_shell(tmp_path: Path) -> None:

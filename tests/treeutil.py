@@ -67,3 +67,22 @@ def segment_content(index: Path) -> tuple[list[tuple[int, int]], list[Any], list
         paths += [seg.path(i) for i in range(len(seg.files))]
         seg.close()
     return sorted(rows), sorted(recs), sorted(paths)
+
+
+def fill(where: Path, name: str = "filler", leave: int = 0) -> Path:
+    """Take every free block of the file system at ``where`` (a new file ``name``), then
+    give ``leave`` bytes of it back; the file, whose truncation frees the rest."""
+    import errno
+
+    path = where / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    if leave:
+        os.truncate(path, max(0, path.stat().st_size - leave))
+    return path

@@ -16,7 +16,7 @@ import pytest
 from actionutil import contents, loopfs, report_of, sif, snapshot, tmpfs
 from sif.actions import plan_actions, read_report, run_plan, undo_journal
 from sif.actions.fsops import extents_shared
-from treeutil import write
+from treeutil import fill, write
 
 A = b"alpha content\n" * 100
 B = b"bravo content, longer\n" * 3000
@@ -47,6 +47,16 @@ def saved_report(root: Path, *roots: Path, out: Path | None = None) -> Path:
     assert r.returncode == 0, r.stderr
     path.write_text(r.stdout)
     return path
+
+
+def linked(tmp_path: Path, copies: str) -> Path:
+    """The journal of a finished ``sif link`` of the copies ``t/X/f`` (X in ``copies``)."""
+    for c in copies:
+        write(tmp_path / "t" / c / "f", A)
+    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
+    journal = tmp_path / "j.jsonl"
+    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    return journal
 
 
 def ino(p: Path) -> int:
@@ -404,15 +414,7 @@ def test_a_full_disk_fails_the_step_and_leaves_the_file(tmp_path: Path) -> None:
         write(d / "a", A)
         write(d / "b", A)
         report = saved_report(d, out=tmp_path / "report.json")
-        filler = d / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-        try:  # fill every block
-            while True:
-                os.write(fd, b"\0" * 4096)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fill(d)
         before = snapshot(d)
         r = sif("remove", "--trash", str(report))
         assert r.returncode == 1, r.stderr
@@ -436,16 +438,7 @@ def test_a_journal_cut_short_by_a_full_disk_is_resumed_then_undone(tmp_path: Pat
     inodes = len({os.stat(p).st_ino for p in before})
     report = saved_report(tree, out=tmp_path / "report.json")
     with tmpfs("1m") as d:
-        filler = d / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-        try:  # every block, then room for the plan and a few of its records
-            while True:
-                os.write(fd, b"\0" * 4096)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        os.truncate(filler, max(0, filler.stat().st_size - 160 * 1024))
+        filler = fill(d, leave=160 * 1024)  # room for the plan and a few of its records
         journal = d / "j.jsonl"
         r = sif("link", "--journal", str(journal), str(report))
         assert r.returncode == 3, r.stderr
@@ -476,11 +469,7 @@ def test_a_journal_held_by_another_sif_is_refused_and_left_alone(
     the journal untouched; once the first has ended, the journal serves again."""
     import fcntl
 
-    for c in "abc":
-        write(tmp_path / "t" / c / "f", A)
-    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
-    journal = tmp_path / "j.jsonl"
-    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    journal = linked(tmp_path, "abc")
     if command == "resume":  # a run killed after its last step, before its end record
         lines = journal.read_bytes().splitlines(keepends=True)
         journal.write_bytes(b"".join(x for x in lines if not x.startswith(b'{"j":"end"')))
@@ -529,11 +518,7 @@ def test_a_journal_edited_by_hand_is_one_line_naming_it(
 ) -> None:
     """A record of the wrong shape is one line naming the journal and the line (exit 3),
     not a KeyError or TypeError; the files and the journal are left as they were."""
-    for c in "ab":
-        write(tmp_path / "t" / c / "f", A)
-    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
-    journal = tmp_path / "j.jsonl"
-    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    journal = linked(tmp_path, "ab")
     docs = [json.loads(x) for x in journal.read_text().splitlines() if '"j":"end"' not in x]
     for d in docs[1:]:
         edit(d)  # type: ignore[operator]
@@ -551,11 +536,7 @@ def test_a_journal_of_another_machine_is_refused_by_resume_as_by_undo(
     tmp_path: Path, command: str
 ) -> None:
     """Its devices and inodes mean nothing here: resume acted on it (undo refused it)."""
-    for c in "ab":
-        write(tmp_path / "t" / c / "f", A)
-    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
-    journal = tmp_path / "j.jsonl"
-    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    journal = linked(tmp_path, "ab")
     docs = [json.loads(x) for x in journal.read_text().splitlines() if '"j":"end"' not in x]
     docs[0]["host"] = "another-machine"
     journal.write_text("".join(json.dumps(d) + "\n" for d in docs))
@@ -593,11 +574,7 @@ def test_a_journals_last_line_is_kept_when_whole_and_cut_when_damaged(tmp_path: 
     was cut off, and a finished run was run again); a last line that is no JSON, even
     ending in a newline, is cut (it was buried under the new records: a damaged journal
     for good)."""
-    for c in "ab":
-        write(tmp_path / "t" / c / "f", A)
-    report = saved_report(tmp_path / "t", out=tmp_path / "report.json")
-    journal = tmp_path / "j.jsonl"
-    assert sif("link", "--journal", str(journal), str(report)).returncode == 0
+    journal = linked(tmp_path, "ab")
     whole = journal.read_bytes()
     journal.write_bytes(whole[:-1])  # the end record without its newline
     r = sif("resume", str(journal))

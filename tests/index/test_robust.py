@@ -17,7 +17,7 @@ from sif.fingerprint import make_params
 from sif.index import build_index, open_reader, open_store
 from sif.index.scan import scan_file
 from sif.index.store import NewFile
-from treeutil import write
+from treeutil import fill, write
 
 
 def make_tree(root: Path, n: int, size: int) -> None:
@@ -164,11 +164,7 @@ def test_a_full_disk_while_a_segment_is_written_leaves_no_part_of_it(tmp_path: P
             )  # fmt: skip
 
         assert index("small").returncode == 0
-        with contextlib.suppress(OSError), open(d / "filler", "wb", buffering=0) as f:
-            while True:  # every block, then 24 KB of room: less than the segment
-                f.write(b"\0" * 4096)
-
-        os.truncate(d / "filler", max(0, (d / "filler").stat().st_size - 24 * 1024))
+        fill(d, leave=24 * 1024)  # less room than the segment takes
         done = index("t")
         assert done.returncode == 3, done.stderr
         assert "no space left on device" in done.stderr.lower()
