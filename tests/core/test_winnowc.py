@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sif.core import kernels, winnowc
+from sif.core import (
+    _winnowc,  # type: ignore[attr-defined]
+    kernels,
+    winnowc,
+)
 from sif.core.rolling import BASE
 from sif.core.sampling import winnow_select
 from sif.fingerprint import fingerprint_batch, make_params
@@ -46,11 +53,48 @@ def test_the_compiled_kernel_is_built() -> None:
     assert winnowc.available()
 
 
+#: The forms of the rescan's minimum search this CPU runs (AVX-512, AVX2, plain C):
+#: each must give numba's fingerprints.
+VARIANTS = _winnowc.variants()
+
+
+@contextlib.contextmanager
+def using(variant: str) -> Iterator[None]:
+    _winnowc.use(variant)
+    try:
+        yield
+    finally:
+        _winnowc.use(VARIANTS[0])  # the module's own choice
+
+
 def assert_same(data: np.ndarray, w: int, ww: int, max_period: int) -> None:
-    s_c, v_c = winnowc.winnow_select(data, w, ww, max_period)
     s_jit, v_jit = winnow_select(data, w, ww, max_period, jit=True)
-    assert np.array_equal(s_c, s_jit) and np.array_equal(v_c, v_jit)
-    assert s_c.dtype == s_jit.dtype and v_c.dtype == v_jit.dtype
+    for variant in VARIANTS:
+        with using(variant):
+            s_c, v_c = winnowc.winnow_select(data, w, ww, max_period)
+        assert np.array_equal(s_c, s_jit) and np.array_equal(v_c, v_jit), variant
+        assert s_c.dtype == s_jit.dtype and v_c.dtype == v_jit.dtype
+
+
+def test_the_module_runs_the_best_rescan_this_cpu_has() -> None:
+    assert VARIANTS[-1] == "plain"
+    flags = open("/proc/cpuinfo").read().split()  # noqa: SIM115
+    expected = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "plain"
+    assert VARIANTS[0] == expected
+    with pytest.raises(ValueError):
+        _winnowc.use("sse9")
+
+
+def test_every_rescan_agrees_where_the_window_wraps_the_ring() -> None:
+    # Text with a fresh minimum rarely: rescans over windows that wrap the ring, with
+    # ties (a period of the window's length repeats each value) and a tail under a lane.
+    rng = np.random.default_rng(11)
+    for ww in (5, 8, 9, 16, 17, 100, 511, 512):
+        for _ in range(4):
+            n = int(rng.integers(10 * ww + 100, 40 * ww + 200))
+            data = rng.integers(0, 256, n, dtype=np.uint8)
+            data[n // 3 : n // 3 + 3 * ww] = np.tile(data[:ww], 3)[: 3 * ww]
+            assert_same(data, 50, ww, 0)
 
 
 @settings(deadline=None, max_examples=200)
