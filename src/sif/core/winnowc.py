@@ -3,9 +3,10 @@
 numba's form of the kernel (:mod:`sif.core.kernels`) costs about 0.6 s and
 ~100 MB in each process that loads it (``import numba``, its CPU target, the
 cached kernel); the same kernel in C loads in microseconds and runs as fast
-(twice as fast where the CPU has AVX-512: eight windows at a time), so :mod:`sif.fingerprint` uses it whenever it was built (an optional
-extension: ``setup.py``; without a compiler sif falls back to numba, with the
-same fingerprints). :func:`run_many` and :func:`run_one` drive either kernel:
+(twice as fast where the CPU has AVX-512: eight windows at a time), so
+:mod:`sif.fingerprint` uses it whenever it was built (an optional extension:
+``setup.py``; without a compiler sif falls back to numba, with the same
+fingerprints). :func:`run_many` and :func:`run_one` drive either kernel:
 ``kernel(data, starts, ends, wws, window, max_period, base, top, room, out,
 out_values, counts)`` (see ``kernels._winnow_many``).
 
