@@ -58,6 +58,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "sif.index._orderc",
+            ["src/sif/index/_orderc.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
             "sif.actions._fsc",
             ["src/sif/actions/_fsc.c"],
             extra_compile_args=["-O2"],

@@ -64,6 +64,10 @@ try:
     from sif.index import _lookupc
 except ImportError:  # not built (no compiler when installed): the numpy descent
     _lookupc = None
+try:
+    from sif.index import _orderc
+except ImportError:  # not built: numpy's stable sorts (stable_order)
+    _orderc = None
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
@@ -148,6 +152,23 @@ def stable_order(values: U32) -> npt.NDArray[np.intp]:
     return first[np.argsort(high, kind="stable")]
 
 
+def sorted_rows(values: U32, local: U32) -> tuple[U32, U32]:
+    """The rows ``(values[i], local[i])`` stably sorted by value (equal values keep their
+    order): in C where built (``sif.index._orderc``: two radix passes moving both
+    columns, 4-5 ms for the 771 k rows of a commit of 7,773 Linux files, where
+    :func:`stable_order` and the two gathers took 25-30 ms), else through
+    :func:`stable_order`."""
+    values = np.ascontiguousarray(values, dtype=np.uint32)
+    local = np.ascontiguousarray(local, dtype=np.uint32)
+    if _orderc is None:
+        order = stable_order(values)
+        return values[order], local[order]
+    out_values = np.empty_like(values)
+    out_local = np.empty_like(local)
+    _orderc.order_rows(values, local, out_values, out_local)
+    return out_values, out_local
+
+
 def write_segment(
     directory: str,
     files: SegmentFiles,
@@ -161,7 +182,7 @@ def write_segment(
     file position of each. The directory is written under a temporary name,
     every file fsync'ed, then renamed: a crash leaves either nothing or a
     whole segment (an orphan unless a catalog commit names it). Cost: two
-    radix passes over the rows (:func:`stable_order`), O(n).
+    radix passes over the rows (:func:`sorted_rows`), O(n).
     """
     if local is None:
         parts = list(fingerprints)
@@ -171,10 +192,7 @@ def write_segment(
         local = np.repeat(np.arange(len(parts), dtype=np.uint32), counts)
     else:
         values = np.asarray(fingerprints, dtype=np.uint32)
-    order = stable_order(values)
-    values = values[order]
-    local = local[order]
-    del order
+    values, local = sorted_rows(values, local)
     tmp = temp_dir(os.path.dirname(directory), os.path.basename(directory) + ".", ".tmp")
     try:
         _write_files(tmp, files, values, local)
