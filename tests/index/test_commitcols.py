@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -174,3 +175,94 @@ def test_entries_as_columns_give_their_new_files_back(tmp_path_factory, data) ->
         assert _fields(entries[-1]) == want[-1]
     entries.clear()
     assert len(entries) == 0 and entries.fingerprints().size == 0
+
+
+def _segment_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "sif-segment"]
+
+
+def _catalog(index: Path) -> tuple[int, int, list[str]]:
+    """(files in the catalog, next file id, segments it names)."""
+    from sif.index import open_store
+
+    with open_store(index) as store:  # type: ignore[attr-defined]
+        con = store._con
+        (n,) = con.execute("SELECT count(*) FROM files").fetchone()
+        segs = [r[0] for r in con.execute("SELECT name FROM segments ORDER BY id").fetchall()]
+        return n, store._int_meta("next_file_id"), segs
+
+
+def test_a_segment_that_fails_leaves_the_catalog_as_it_was(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The segment is written in a thread while the catalog's rows go in: its failure (a
+    full disk) is the commit's, raised once the rows are in, and rolls them back."""
+    import errno
+
+    from sif.index import build_index
+    from sif.index import commitcols as cc
+
+    rng = np.random.default_rng(8)
+    for tree, n in (("a", 3), ("b", 5)):
+        for i in range(n):
+            write(tmp_path / tree / f"f{i}.txt", rng.integers(97, 123, 4000, np.uint8).tobytes())
+    index = tmp_path / "idx"
+    build_index([tmp_path / "a"], index)
+    before = _catalog(index)
+    assert before[0] == 3
+    calls: list[int] = []  # origin_keys: the rows are being made for the insert
+    inserted = []
+    real_keys = cc.origin_keys
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real_keys(*args, **kwargs)
+
+    def full(*args, **kwargs):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.2)  # the rows go in meanwhile
+        inserted.append(bool(calls))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cc, "write_segment", full)
+    monkeypatch.setattr(cc, "origin_keys", counted)
+    with pytest.raises(Exception, match=r"[Nn]o space left"):
+        build_index([tmp_path / "a", tmp_path / "b"], index)
+    assert inserted == [True]  # the rows were going in while the segment failed
+    assert _segment_threads() == []
+    assert _catalog(index) == before
+    monkeypatch.undo()
+    again = build_index([tmp_path / "a", tmp_path / "b"], index)
+    assert again.new == 5 and _catalog(index)[0] == 8
+
+
+def test_a_failed_transaction_waits_for_its_segment(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A failure of the catalog's part returns only once the segment's thread is done:
+    nothing writes into the index after the commit has failed."""
+    from sif.index import build_index
+    from sif.index import commitcols as cc
+
+    write(
+        tmp_path / "a" / "f.txt",
+        np.random.default_rng(9).integers(97, 123, 4000, np.uint8).tobytes(),
+    )
+    real = cc.write_segment
+    finished = []
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.3)
+        out = real(*args, **kwargs)
+        finished.append(True)
+        return out
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the catalog's part failed")
+
+    monkeypatch.setattr(cc, "write_segment", slow)
+    monkeypatch.setattr(cc, "origin_keys", broken)
+    with pytest.raises(RuntimeError, match="catalog's part"):
+        build_index([tmp_path / "a"], tmp_path / "idx")
+    assert finished == [True] and _segment_threads() == []

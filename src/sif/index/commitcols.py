@@ -10,6 +10,7 @@ import json
 import operator
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from sif.index.checks import checksum_files
 from sif.index.entries import Entries
 from sif.index.segments import (
     FILE_DTYPE,
+    U32,
     SegmentFiles,
     digest_column,
     joined_paths,
@@ -77,6 +79,7 @@ class Columns:
             self.file_sizes = [
                 z if z is not None else n for z, n in zip(self.file_sizes, self.sizes, strict=True)
             ]
+        self.unknown_ctime = unknown_ctime
         self.ctimes = entries.ctime_ns
         if None in self.ctimes:
             self.ctimes = [unknown_ctime if c is None else c for c in self.ctimes]
@@ -119,21 +122,81 @@ def commit_entries(
     """:meth:`DuckStore.commit`: a segment of ``added``, then one transaction that names
     it, adds their catalog rows and drops ``dropped``, then a publish."""
     self = store
-    con = self._con
     pid = self._params_id(param_set(params), anchors)
     first = self._int_meta("next_file_id")
     seg_id = self._int_meta("next_segment_id")
     name = f"seg-{seg_id:06d}"
     ids = np.arange(first, first + len(added), dtype=np.uint32)
+    segment = None
     if added:
         cols = Columns(added, unknown_ctime)
-        files = cols.files(ids)
         directory = os.path.join(self.root, "segments", name)
-        write_segment(directory, files, cols.fingerprints, cols.local())
-        checks = json.dumps(checksum_files(directory))
+        segment = SegmentWrite(directory, cols.files(ids), cols.fingerprints, cols.local())
+    try:
+        _transaction(self, pid, seg_id, name, ids, cols if added else None, segment, dropped)
+    finally:
+        if segment is not None:
+            segment.wait()  # never a thread left writing once this returns
+    if added:
+        self.written.setdefault(pid, []).append(seg_id)
+    self._publish()
+
+
+class SegmentWrite:
+    """:func:`write_segment` and the checksums of its files, in a thread, while the
+    catalog's rows of the commit go in (its sort, writes and fsyncs, and DuckDB's
+    insert, leave the GIL): the tail of a run of 7,773 Linux files, one commit, was
+    these two one after the other (30 and 23 ms)."""
+
+    def __init__(self, directory: str, files: SegmentFiles, values: U32, local: U32) -> None:
+        self._done = threading.Event()
+        self._checks = ""
+        self._error: BaseException | None = None
+        args = (directory, files, values, local)
+        self._thread = threading.Thread(
+            target=self._run, args=args, name="sif-segment", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, directory: str, files: SegmentFiles, values: U32, local: U32) -> None:
+        try:
+            write_segment(directory, files, values, local)
+            self._checks = json.dumps(checksum_files(directory))
+        except BaseException as e:  # a full disk: raised in the caller by result()
+            self._error = e
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        """Until the segment is written or failed."""
+        self._done.wait()
+
+    def result(self) -> str:
+        """The checksums of the segment's files (JSON), once written; else its error."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._checks
+
+
+def _transaction(
+    self: DuckStore,
+    pid: int,
+    seg_id: int,
+    name: str,
+    ids: npt.NDArray[np.uint32],
+    cols: Columns | None,
+    segment: SegmentWrite | None,
+    dropped: Sequence[int],
+) -> None:
+    """The commit's transaction: the files' rows (while ``segment`` is written), the
+    segment's row once it is, the dropped files, the counters; rolled back on any
+    failure, the segment's included."""
+    con = self._con
     con.execute("BEGIN TRANSACTION")
     try:
-        if added:
+        if cols is not None:
+            assert segment is not None
             obj = functools.partial(np.array, dtype=object)
             okeys, ochecks = origin_keys(cols.origins, len(cols.origins), self.path_secret)
             batch = {
@@ -161,17 +224,18 @@ def commit_entries(
                 "origin_key, origin_check) "
                 "SELECT id, ?, path, dev, ino, size, mtime_ns, kind, digest, n_fp, "
                 "n_distinct, ?, view, nullif(origin, path), file_size, "
-                f"nullif(ctime_ns, {unknown_ctime}), origin_key, origin_check "
+                f"nullif(ctime_ns, {cols.unknown_ctime}), origin_key, origin_check "
                 "FROM sif_batch",
                 [pid, seg_id],
             )
             con.unregister("sif_batch")
+            checks = segment.result()
             con.execute(
                 "INSERT INTO segments (id, params_id, name, files, rows, checks) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [seg_id, pid, name, len(added), sum(cols.n_fp), checks],
+                [seg_id, pid, name, len(ids), sum(cols.n_fp), checks],
             )
-            self._set_meta("next_file_id", first + len(added))
+            self._set_meta("next_file_id", int(ids[-1]) + 1)
             self._set_meta("next_segment_id", seg_id + 1)
         if dropped:
             con.register("sif_drop", {"id": np.asarray(dropped, dtype=np.uint32)})
@@ -188,6 +252,3 @@ def commit_entries(
         with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
             con.execute("ROLLBACK")
         raise
-    if added:
-        self.written.setdefault(pid, []).append(seg_id)
-    self._publish()
