@@ -1,0 +1,67 @@
+"""S(X) of the numpy form made by steps (sif.core.exactsets.window_set): the same set as
+all of X's windows at once, whatever the steps' lengths, with or without a sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sif.core import exactsets
+from sif.core.rolling import karp_rabin
+
+
+def whole(data: np.ndarray, window: int, shift: int) -> np.ndarray:
+    """S(X) in one go: every window's value, the sample, np.unique."""
+    if len(data) < window:
+        return np.empty(0, dtype=np.int64)
+    v = karp_rabin(data, window).view(np.int64)
+    return np.unique(v[exactsets.in_sample(v, shift)])
+
+
+# Few distinct bytes: repeated windows (ties at a step's end), and plain noise.
+data_of = st.one_of(
+    st.binary(max_size=3000),
+    st.lists(st.sampled_from(b"ab"), max_size=3000).map(bytes),
+    st.builds(lambda p, n: p * n, st.binary(min_size=1, max_size=7), st.integers(0, 400)),
+)
+
+
+@settings(deadline=None, max_examples=150)
+@given(
+    data_of,
+    st.sampled_from([1, 4, 50]),
+    st.sampled_from([0, 0, 1, 3]),
+    st.integers(0, 200),
+    st.integers(1, 50),
+)
+def test_steps_give_the_set_of_all_windows(
+    data: bytes, window: int, shift: int, extra: int, distinct_step: int
+) -> None:
+    arr = np.frombuffer(data, dtype=np.uint8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(exactsets, "STEP_BYTES", window + extra)  # a step holds extra + 1 windows
+        mp.setattr(exactsets, "DISTINCT_STEP", distinct_step)
+        got = exactsets.window_set(arr, window, jit=False, shift=shift)
+    want = whole(arr, window, shift)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_a_large_input_keeps_few_bytes_beside_its_set() -> None:
+    """8 MB of text: the set's 8 bytes a window, plus a step's temporaries (a few MB);
+    in one go it held about 40 bytes a byte (the values, the prefix sums, the products,
+    the sort's copy, the mask and the power tables of 16 M entries)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(2)
+    arr = rng.integers(97, 123, 8 << 20, dtype=np.uint8)
+    exactsets.window_set(arr[: 1 << 16], jit=False)  # power tables of a step made
+    tracemalloc.start()
+    try:
+        s = exactsets.window_set(arr, jit=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(s) == len(arr) - exactsets.WINDOW + 1  # random text: every window distinct
+    assert peak < 8 * len(arr) + (48 << 20), peak
