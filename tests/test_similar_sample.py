@@ -55,7 +55,7 @@ def test_share_bounds_hold_the_share_and_narrow_with_the_sample(p: float, n: int
     assert 0.0 <= lo[0] <= 100.0 * p + 1e-9 and 100.0 * p - 1e-9 <= hi[0] <= 100.0
     if n == 0:
         assert lo[0] == hi[0] == pytest.approx(100.0 * p)
-    if n >= exact.SAMPLE_FROM:  # the smallest sample a sampled score rests on
+    if n >= exactsets.SAMPLE_FROM:  # the smallest sample a sampled score rests on
         assert hi[0] - lo[0] < 1.0
     if n >= 1:
         lo4, hi4 = share_bounds(np.array([p]), np.array([4 * n]), INTERVAL_Z)
@@ -63,11 +63,11 @@ def test_share_bounds_hold_the_share_and_narrow_with_the_sample(p: float, n: int
 
 
 def test_sample_shift_keeps_at_least_sample_from_windows() -> None:
-    w = np.array([1, exact.SAMPLE_FROM, 2 * exact.SAMPLE_FROM - 1, 2 * exact.SAMPLE_FROM, 10**9])
-    r = exact.sample_shift(w)
+    w = np.array([1, exactsets.SAMPLE_FROM, 2 * exactsets.SAMPLE_FROM - 1, 2 * exactsets.SAMPLE_FROM, 10**9])
+    r = exactsets.sample_shift(w)
     assert r.tolist()[:3] == [0, 0, 0] and r[3] == 1
-    assert (w[r > 0] / 2.0 ** r[r > 0] >= exact.SAMPLE_FROM).all()
-    assert (w[r > 0] / 2.0 ** r[r > 0] < 2 * exact.SAMPLE_FROM).all()
+    assert (w[r > 0] / 2.0 ** r[r > 0] >= exactsets.SAMPLE_FROM).all()
+    assert (w[r > 0] / 2.0 ** r[r > 0] < 2 * exactsets.SAMPLE_FROM).all()
 
 
 def _edited(base: bytes, seed: int, every: int) -> bytes:
@@ -82,7 +82,7 @@ def _edited(base: bytes, seed: int, every: int) -> bytes:
 @pytest.fixture
 def small_sample(monkeypatch: pytest.MonkeyPatch) -> int:
     """A sample of 1,024 windows at least: files of 2 KB and more are large."""
-    monkeypatch.setattr(exact, "SAMPLE_FROM", 1024)
+    monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
     return 1024
 
 

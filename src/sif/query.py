@@ -47,7 +47,13 @@ import numpy.typing as npt
 
 from sif.content import ContentOptions
 from sif.core.anchors import AnchorSet
-from sif.core.evidence import CANDIDATE_Z, FAST_LOWER_SHARE, INTERVAL_Z, score_bounds
+from sif.core.evidence import (
+    CANDIDATE_Z,
+    FAST_LOWER_SHARE,
+    INTERVAL_Z,
+    score_bounds,
+    share_bounds,
+)
 from sif.core.windows import containment, distinct, distinct_windows, in_sorted
 from sif.errors import ConfigError, IndexParamsMismatch
 from sif.events import ScanWarning, WarningSink, ignore_warning
@@ -267,10 +273,13 @@ def match_scan(
         cand = same & ((shared >= 1) | exact_copy) & (reach >= threshold)
     else:
         cand = estimated
-    info = reader.describe(ps, file_ids[np.flatnonzero(cand)])
-    scored: dict[int, tuple[float, float]] = {}
+    picked = np.flatnonzero(cand)
+    info = reader.describe(ps, file_ids[picked])
+    scored: dict[int, tuple[float, float, int]] = {}
     if exact is not None and by != "percent":
-        scored = _exact_scores(info, exact, window, ps.normalize, on_warning)
+        b_windows = distinct_windows(st.size, st.n_fp, st.n_distinct, window)
+        est = {int(file_ids[i]): int(b_windows[i]) for i in picked}
+        scored = _exact_scores(info, exact, window, ps.normalize, on_warning, est)
     out: list[Match] = []
     for i in np.flatnonzero(cand):
         f = info.get(int(file_ids[i]))
@@ -280,9 +289,20 @@ def match_scan(
             and (len(exclude) == 2 or f.member == exclude[2])
         ):
             continue
-        ex = (1.0, 1.0) if exact_copy[i] else scored.get(f.id)
-        if ex is None and not estimated[i]:
+        got = (1.0, 1.0, 0) if exact_copy[i] else scored.get(f.id)
+        if got is None and not estimated[i]:
             continue  # not scored exactly (changed, unreadable) and the estimate falls short
+        qb, bq = float(q_in_b[i]), float(b_in_q[i])
+        ex: tuple[float, float] | None = None
+        lo: float | None = None if by == "percent" else float(low[i])
+        hi: float | None = None if by == "percent" else float(high[i])
+        if got is not None and got[2] == 0:
+            ex, lo, hi = (got[0], got[1]), None, None
+        elif got is not None:  # on a window sample: an estimate, with its interval
+            qb, bq = got[0], got[1]
+            share = qb if by == "similarity" else max(qb, bq)
+            b_lo, b_hi = share_bounds(share, got[2], INTERVAL_Z)
+            lo, hi = float(b_lo), float(b_hi)
         m = Match(
             path=f.path,
             file_size=_disk_size(f),
@@ -291,14 +311,14 @@ def match_scan(
             percent=float(percent[i]),
             hits=int(hits[i]),
             shared=int(shared[i]),
-            query_in_file=float(q_in_b[i]),
-            file_in_query=float(b_in_q[i]),
+            query_in_file=qb,
+            file_in_query=bq,
             exact=bool(exact_copy[i]),
             view=f.view,
             exact_query_in_file=None if ex is None else ex[0],
             exact_file_in_query=None if ex is None else ex[1],
-            score_low=None if ex is not None or by == "percent" else float(low[i]),
-            score_high=None if ex is not None or by == "percent" else float(high[i]),
+            score_low=lo,
+            score_high=hi,
         )
         if m.score(by) >= threshold:
             out.append(m)
@@ -347,16 +367,30 @@ def _exact_scores(
     window: int,
     normalize: str,
     on_warning: WarningSink,
-) -> dict[int, tuple[float, float]]:
-    """(C(Q in B), C(B in Q)) over all windows for the entries ``info``, read again.
+    windows: dict[int, int] | None = None,
+) -> dict[int, tuple[float, float, int]]:
+    """(C(Q in B), C(B in Q), n) over all windows for the entries ``info``, read again.
 
-    An entry that changed since it was indexed, or cannot be read, is left
-    out (it keeps its estimate). numpy only: a query does not load numba.
-    Cost: one read and one sorted window set per entry.
+    A pair whose smaller side has at least ``2 * SAMPLE_FROM`` distinct windows
+    (``windows``: each entry's, estimated from its fingerprints; the query's
+    set is known) is scored on the window sample ``sif similar`` takes
+    (:func:`sif.core.exactsets.sample_shift`, the same windows in both): ``n``
+    is then the values of the smaller side's sample (the interval's), else 0.
+    So an entry's set is a few MB whatever its size: a 100 MB candidate's full
+    set was 800 MB. An entry that changed since it was indexed, or cannot be
+    read, is left out (it keeps its estimate), as is a sampled pair whose
+    smaller sample holds under a quarter of ``SAMPLE_FROM`` values (windows
+    repeated beyond what the fingerprints told). numpy only: a query does not
+    load numba. Cost: one read and one sorted window set per entry.
     """
-    from sif.core.exactsets import intersection_size
+    from sif.core.exactsets import SAMPLE_FROM, intersection_size, sample_shift, sampled
     from sif.windowsets import WindowSets
 
+    windows = windows or {}
+    shifts = {
+        f.id: int(sample_shift(np.array([min(len(query), windows.get(f.id, len(query)))]))[0])
+        for f in info.values()
+    }
     sets = WindowSets(
         window,
         QUERY_SETS_BYTES,
@@ -364,18 +398,27 @@ def _exact_scores(
         {f.id: f.digest for f in info.values()},
         on_warning,
         jit=False,
+        shifts={fid: r for fid, r in shifts.items() if r},
     )
     srcs = {f.id: (f.path, f.path[: len(f.path) - len(f.member)], f.view) for f in info.values()}
     for fid, src in srcs.items():
         sets.want(fid, src)
-    out: dict[int, tuple[float, float]] = {}
+    out: dict[int, tuple[float, float, int]] = {}
+    query_at: dict[int, I64] = {0: query}  # S(Q)'s samples, by shift
     for fid, src in srcs.items():
         sb = sets.get(fid, src)
         if sb is None:
             continue
-        inter = intersection_size(query, sb)
-        out[fid] = (inter / max(len(query), 1), inter / max(len(sb), 1))
+        r = shifts[fid]
+        sq = query_at.get(r)
+        if sq is None:
+            sq = query_at[r] = sampled(query, r)
         sets.release(fid, src)
+        if r and min(len(sq), len(sb)) < SAMPLE_FROM // 4:
+            continue  # too few values to tell: the estimate stays
+        inter = intersection_size(sq, sb)
+        n = min(len(sq), len(sb)) if r else 0
+        out[fid] = (inter / max(len(sq), 1), inter / max(len(sb), 1), n)
     return out
 
 

@@ -75,7 +75,7 @@ def score_bounds(shared: npt.ArrayLike, score: npt.ArrayLike, z: float) -> tuple
 def share_bounds(share: npt.ArrayLike, n: npt.ArrayLike, z: float) -> tuple[F64, F64]:
     """(lower, upper) Wilson bounds, in percent, of a binomial ``share`` (a fraction) of ``n``.
 
-    The interval of a score taken on a window sample (:data:`sif.similar.exact.SAMPLE_FROM`):
+    The interval of a score taken on a window sample (:data:`sif.core.exactsets.SAMPLE_FROM`):
     the intersection's values over the ``n`` values of the smaller file's
     sample, each in the other file's sample or not. The sample is a share of
     the whole set drawn without replacement, so the binomial bounds are on the

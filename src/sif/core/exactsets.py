@@ -137,6 +137,27 @@ def in_sample(values: I64, shift: int) -> npt.NDArray[np.bool_]:
     return (y >> np.uint64(64 - shift)) == 0
 
 
+#: A pair whose smaller file has at least twice this many windows is scored on a sample
+#: of its windows, chosen by value (:func:`in_sample`), of rate ``2^-r`` such that the
+#: smaller file keeps at least this many (``sif similar``'s exact pass, ``sif query``):
+#: the score is then a binomial share of 65,536 values or more, whose 90% interval is
+#: at most ±0.33 points wide (shown with it, as an estimate), and the larger file's set
+#: is sampled too. Measured on 1 GB of Linux sources: 513 of 285k pairs (register
+#: headers of several MB, against each other) held 1.07 G of the 1.9 G look-ups, and
+#: the sets of files of 1 MB or more were sorted 2.4 times each (836 MB of values for
+#: 344 MB of files: a set is 8 bytes a byte and the cache could not keep them between
+#: the chunks).
+SAMPLE_FROM = 1 << 16
+
+
+def sample_shift(windows: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """The shift ``r`` of the window sample for a smaller file of ``windows`` windows:
+    the largest with ``windows / 2^r >= SAMPLE_FROM`` (0 under ``2 * SAMPLE_FROM``)."""
+    w = np.maximum(np.asarray(windows, dtype=np.int64), 1)
+    r = np.floor(np.log2(w / SAMPLE_FROM)).astype(np.int64)
+    return np.clip(r, 0, 48)
+
+
 def sampled(s: I64, shift: int, jit: bool = False) -> I64:
     """The values of the sorted set ``s`` in the sample of rate ``2^-shift``, sorted (a copy)."""
     if shift <= 0:

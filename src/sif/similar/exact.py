@@ -214,26 +214,6 @@ EXACT_CHUNKS_PER_JOB = 8
 #: the larger is the pair's ``a``, and the shift of its window sample (0: every window).
 _ExactItem = tuple[int, int, Src, int, Src, bool, int]
 
-#: ``exact``: a pair whose smaller file has at least twice this many windows is scored on
-#: a sample of its windows, chosen by value (:func:`sif.core.exactsets.in_sample`), of
-#: rate ``2^-r`` such that the smaller file keeps at least this many: the score is then
-#: a binomial share of 65,536 values or more, whose 90% interval is at most ±0.33
-#: points wide (shown with it, as an estimate), and the larger file's set is sampled
-#: too when all its partners are large. Measured on 1 GB of Linux sources: 513 of 285k
-#: pairs (register headers of several MB, against each other) held 1.07 G of the 1.9 G
-#: look-ups, and the sets of files of 1 MB or more were sorted 2.4 times each (836 MB
-#: of values for 344 MB of files: a set is 8 bytes a byte and the cache could not keep
-#: them between the chunks).
-SAMPLE_FROM = 1 << 16
-
-
-def sample_shift(windows: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    """The shift ``r`` of the window sample for a smaller file of ``windows`` windows:
-    the largest with ``windows / 2^r >= SAMPLE_FROM`` (0 under ``2 * SAMPLE_FROM``)."""
-    w = np.maximum(np.asarray(windows, dtype=np.int64), 1)
-    r = np.floor(np.log2(w / SAMPLE_FROM)).astype(np.int64)
-    return np.clip(r, 0, 48)
-
 
 @dataclass(frozen=True)
 class _ExactDone:
@@ -310,7 +290,7 @@ def _exact_chunk(
                     got = big_sizes.get((fb, r))
                     nb = big_sizes[fb, r] = _sets.sample_size(sb, r, jit) if got is None else got
                 na = len(ss)
-                if r and na < SAMPLE_FROM // 4:  # repeated windows: too few values to tell
+                if r and na < _sets.SAMPLE_FROM // 4:  # repeated windows: too few values to tell
                     inter = -1
                 elif not jit:
                     inter = _sets.intersection_size(sb, ss)
@@ -560,7 +540,7 @@ def _exact_pass(
 
     Returns, aligned with ``ia``: whether the pair was scored (both files
     read and unchanged), the intersection and both set sizes, and the shift of
-    the sample they count (0: every window; :data:`SAMPLE_FROM`). With ``engine``,
+    the sample they count (0: every window; :data:`sif.core.exactsets.SAMPLE_FROM`). With ``engine``,
     the chunks (about :data:`EXACT_CHUNKS_PER_JOB` a worker) run on its
     workers: this process reads no file.
     """
@@ -577,7 +557,7 @@ def _exact_pass(
     n_fp = np.asarray(files["n_fp"], dtype=np.float64)[small]
     n_distinct = np.asarray(files["n_distinct"], dtype=np.float64)[small]
     distinct = (size[small] - window + 1) * np.where(n_fp > 0, n_distinct / np.maximum(n_fp, 1), 1)
-    shift = sample_shift(distinct)
+    shift = _sets.sample_shift(distinct)
     # A larger file's set is made once, with its first pair.
     first = np.r_[True, big[1:] != big[:-1]] if len(big) else np.empty(0, dtype=bool)
     cost = size[small] + np.where(first, size[big], 0)

@@ -189,7 +189,7 @@ class SimilarStats:
     reused: bool = False
     exact_pairs: int = 0
     sampled_pairs: int = 0
-    """... of which scored on a sample of their windows (large files: ``exact.SAMPLE_FROM``)."""
+    """... of which scored on a sample of their windows (large files: ``exactsets.SAMPLE_FROM``)."""
     exact_files_read: int = 0
     exact_bytes_read: int = 0
     exact_changed: int = 0

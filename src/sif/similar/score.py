@@ -210,7 +210,7 @@ def _decide(
     with np.errstate(invalid="ignore"):
         exact_keep = 100.0 * np.maximum(exact_ab, exact_ba) >= t
     low, high = score_bounds(shared_n, est, INTERVAL_Z)
-    # A score taken on a window sample (two large files: exact.SAMPLE_FROM) decides as an
+    # A score taken on a window sample (two large files: exactsets.SAMPLE_FROM) decides as an
     # exact one, and is shown as an estimate, with its binomial interval.
     exact_n = cols.get("exact_n")
     if exact_n is None:
