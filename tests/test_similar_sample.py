@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sif.core import exactsets
 from sif.core.evidence import INTERVAL_Z, share_bounds
-from sif.similar import SimilarOptions, exact, find_similar
+from sif.similar import SimilarOptions, find_similar
 from textgen import text
 from treeutil import write
 
@@ -63,7 +63,8 @@ def test_share_bounds_hold_the_share_and_narrow_with_the_sample(p: float, n: int
 
 
 def test_sample_shift_keeps_at_least_sample_from_windows() -> None:
-    w = np.array([1, exactsets.SAMPLE_FROM, 2 * exactsets.SAMPLE_FROM - 1, 2 * exactsets.SAMPLE_FROM, 10**9])
+    least = exactsets.SAMPLE_FROM
+    w = np.array([1, least, 2 * least - 1, 2 * least, 10**9])
     r = exactsets.sample_shift(w)
     assert r.tolist()[:3] == [0, 0, 0] and r[3] == 1
     assert (w[r > 0] / 2.0 ** r[r > 0] >= exactsets.SAMPLE_FROM).all()

@@ -540,8 +540,8 @@ def _exact_pass(
 
     Returns, aligned with ``ia``: whether the pair was scored (both files
     read and unchanged), the intersection and both set sizes, and the shift of
-    the sample they count (0: every window; :data:`sif.core.exactsets.SAMPLE_FROM`). With ``engine``,
-    the chunks (about :data:`EXACT_CHUNKS_PER_JOB` a worker) run on its
+    the sample they count (0: every window; :data:`sif.core.exactsets.SAMPLE_FROM`).
+    With ``engine``, the chunks (about :data:`EXACT_CHUNKS_PER_JOB` a worker) run on its
     workers: this process reads no file.
     """
     from sif.executors.local import shared_map
