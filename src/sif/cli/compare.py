@@ -95,7 +95,8 @@ def compare(
 
     Four passes, each record naming the one that decided: 1, the same
     relative path: same (identical bytes) or changed (with the exact
-    containments both ways); 2, by exact content: moved (a rename is a
+    containments both ways; two large files, 32 MB together or more, on a
+    window sample, shown ~N); 2, by exact content: moved (a rename is a
     move), or duplicate (a copy within one side whose content the other side
     holds under a name already matched); 3, by fingerprints through the index
     (--index; a second run reads only what changed): moved+changed, similar

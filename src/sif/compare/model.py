@@ -36,7 +36,8 @@ class FileComparison:
     ``score`` max(C(A,B), C(B,A)) in percent, ``a_in_b``/``b_in_a`` the
     containments as fractions (``None`` where not scored: ``same``, ``moved``
     are 100, ``only-*`` have none); ``exact`` whether they are exact over all
-    50-byte windows (else sampled estimates, ``--fast``); ``direction``
+    50-byte windows (else sampled estimates: ``--fast``, or two large files at one
+    path, :mod:`sif.compare.large`); ``direction``
     ``a-in-b`` or ``b-in-a`` when one file is held whole by the other;
     ``by_name``: several candidates had the same score and the names chose.
     """

@@ -3,7 +3,8 @@
 1. **Same relative path.** Equal size and BLAKE3 digest: ``same``; else
    ``changed``, with the exact containments C(A,B) and C(B,A) over all
    50-byte windows (:func:`sif.core.exactsets.window_set`), both files read
-   once more.
+   once more; two large files (sets over :data:`sif.compare.large.EXACT_BYTES`)
+   a step at a time, on a window sample (:mod:`sif.compare.large`).
 2. **Exact content.** What is left of each side is grouped with all files
    of the other side by size, then by digest (only files whose size occurs
    on both sides are read). Within a group, files left on both sides pair
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 
 import blake3
 
+from sif.compare import large
 from sif.compare.model import CONTAINED, CompareResult, CompareStats, FileComparison
 from sif.compare.rollup import rollup
 from sif.errors import ConfigError
@@ -466,6 +468,21 @@ def _changed(
 
     if fa.unreadable or fb.unreadable:  # named in a warning already: no score
         return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
+    if not fa.archive and not fb.archive and 8 * (fa.size + fb.size) > large.EXACT_BYTES:
+        try:  # a step at a time, on a window sample (sif.compare.large)
+            got = large.large_containments(
+                (fa.path, (fa.dev, fa.ino), fa.size), (fb.path, (fb.dev, fb.ino), fb.size)
+            )
+        except OSError as exc:
+            on_warning(ScanWarning(exc.filename or fa.path, exc.strerror or str(exc)))
+            return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
+        if got is not None:
+            stats.bytes_scored += fa.size + fb.size
+            ab, ba = got
+            return FileComparison(
+                "changed", 1, fa.rel, fb.rel, fa.size, fb.size, 100.0 * max(ab, ba), ab, ba,
+                exact=False, direction=direction(ab, ba),
+            )  # fmt: skip
     da = members.get(fa.path) if fa.archive else _read(fa, on_warning)
     db = None
     if da is not None:

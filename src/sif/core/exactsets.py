@@ -24,6 +24,7 @@ Pure: arrays in, arrays out, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -112,6 +113,29 @@ def window_set(
     if jit:
         return window_set_jit(arr, window, shift=shift)
     values = _window_values(arr, window, shift)
+    values.sort()
+    return _distinct_in_place(values)
+
+
+def step_values(pieces: Iterable[bytes], window: int = WINDOW) -> Iterator[I64]:
+    """The Karp-Rabin value of every window of the concatenation of ``pieces`` (a file
+    read a step at a time), a step's at a time, in order: each step's windows are
+    those that end in its piece (the last ``window - 1`` bytes before it are kept for
+    them). ``window_set`` of the whole is the distinct values of all the steps."""
+    carry = b""
+    for piece in pieces:
+        buf = carry + bytes(piece) if carry else bytes(piece)
+        if len(buf) >= window:
+            yield karp_rabin(np.frombuffer(buf, dtype=np.uint8), window).view(np.int64)
+        carry = buf[len(buf) - (window - 1) :] if window > 1 else b""
+
+
+def distinct_of(parts: list[I64]) -> I64:
+    """The distinct values of ``parts`` (emptied as they are taken), sorted."""
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    values = np.concatenate(parts)
+    parts.clear()
     values.sort()
     return _distinct_in_place(values)
 

@@ -1,0 +1,123 @@
+"""Two large files at one path (sif compare's pass 1) are read a step at a time and
+scored on a window sample (sif.compare.large): estimates close to the exact scores.
+The tests lower the sizes that make a file large (SAMPLE_FROM, EXACT_BYTES, the step)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sif
+from sif.compare import large
+from sif.core import exactsets
+from textgen import text
+from treeutil import write
+
+
+@pytest.fixture
+def small_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files of a few KB are large: a sample of 1,024 values at least, steps of 4 KB."""
+    monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
+    monkeypatch.setattr(exactsets, "STEP_BYTES", 4096)
+    monkeypatch.setattr(large, "EXACT_BYTES", 0)
+
+
+def _edited(base: bytes, seed: int, every: int) -> bytes:
+    rng = random.Random(seed)
+    b = bytearray(base)
+    for i in range(rng.randrange(every), len(b), every):
+        b[i] = ord("#")
+    return bytes(b)
+
+
+def _exact(x: bytes, y: bytes) -> tuple[float, float]:
+    return exactsets.containment(
+        exactsets.window_set(x, jit=False), exactsets.window_set(y, jit=False)
+    )
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.binary(max_size=5000), st.lists(st.integers(1, 700), min_size=1, max_size=30))
+def test_steps_of_any_length_give_the_set_of_the_whole(data: bytes, cuts: list[int]) -> None:
+    pieces, at = [], 0
+    for n in cuts * (1 + len(data) // max(sum(cuts), 1)):
+        pieces.append(data[at : at + n])
+        at += n
+    pieces.append(data[at:])
+    got = exactsets.distinct_of(list(exactsets.step_values(pieces)))
+    assert np.array_equal(got, exactsets.window_set(data, jit=False))
+
+
+def test_two_large_versions_are_estimates_near_the_exact_scores(
+    tmp_path: Path, small_large: None
+) -> None:
+    base = text(31, 60_000)
+    write(tmp_path / "a/doc.txt", base)
+    write(tmp_path / "b/doc.txt", _edited(base, 3, 250))  # about 80% alike
+    result = sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
+    [f] = [f for f in result.files if f.a == "doc.txt"]
+    assert (f.status, f.pass_no, f.exact) == ("changed", 1, False)
+    ab, ba = _exact(base, _edited(base, 3, 250))
+    assert f.a_in_b is not None and f.b_in_a is not None
+    assert abs(f.a_in_b - ab) < 0.03 and abs(f.b_in_a - ba) < 0.03
+
+
+def test_a_small_version_in_a_large_one_is_exact_on_its_side(
+    tmp_path: Path, small_large: None
+) -> None:
+    """Under a sample of its own (1 KB here), the small file's set is whole and the large
+    file streams past it: C(small, large) exact, C(large, small) on the large's sample."""
+    base = text(32, 60_000)
+    write(tmp_path / "a/log.txt", base[30_000:31_000])  # held whole by B's
+    write(tmp_path / "b/log.txt", base)
+    result = sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
+    [f] = [f for f in result.files if f.a == "log.txt"]
+    assert (f.status, f.exact, f.direction) == ("changed", False, "a-in-b")
+    ab, ba = _exact(base[30_000:31_000], base)
+    assert f.a_in_b == ab == 1.0
+    assert f.b_in_a is not None and abs(f.b_in_a - ba) < 0.01
+
+
+def test_large_files_read_no_more_than_a_step_at_a_time(
+    tmp_path: Path, small_large: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[int] = []
+    real = large._pieces
+
+    def counted(path, expect):  # type: ignore[no-untyped-def]
+        for piece in real(path, expect):
+            reads.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(large, "_pieces", counted)
+    base = text(33, 40_000)
+    write(tmp_path / "a/x.txt", base)
+    write(tmp_path / "b/x.txt", _edited(base, 4, 400))
+    sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
+    assert reads and max(reads) <= 4096 and sum(reads) == 80_000
+
+
+def test_a_file_gone_since_the_walk_is_a_warning(tmp_path: Path, small_large: None) -> None:
+    base = text(34, 30_000)
+    write(tmp_path / "a/x.txt", base)
+    write(tmp_path / "b/x.txt", _edited(base, 5, 300))
+    warnings: list[sif.ScanWarning] = []
+    real = large.large_containments
+
+    def vanish(a, b):  # type: ignore[no-untyped-def]
+        Path(b[0]).unlink()
+        return real(a, b)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(large, "large_containments", vanish)
+        result = sif.compare_trees(
+            tmp_path / "a", tmp_path / "b", tmp_path / "idx", on_warning=warnings.append
+        )
+    [f] = [f for f in result.files if f.a == "x.txt"]
+    assert (f.status, f.exact, f.a_in_b) == ("changed", False, None)
+    assert any("x.txt" in w.path for w in warnings)
