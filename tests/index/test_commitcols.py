@@ -210,19 +210,18 @@ def test_a_segment_that_fails_leaves_the_catalog_as_it_was(tmp_path: Path, monke
     build_index([tmp_path / "a"], index)
     before = _catalog(index)
     assert before[0] == 3
-    calls: list[int] = []  # origin_keys: the rows are being made for the insert
+    import threading
+
+    making = threading.Event()  # origin_keys: the rows are being made for the insert
     inserted = []
     real_keys = cc.origin_keys
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
+        making.set()
         return real_keys(*args, **kwargs)
 
     def full(*args, **kwargs):  # type: ignore[no-untyped-def]
-        import time
-
-        time.sleep(0.2)  # the rows go in meanwhile
-        inserted.append(bool(calls))
+        inserted.append(making.wait(60))  # the rows go in meanwhile
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cc, "write_segment", full)
@@ -266,3 +265,54 @@ def test_a_failed_transaction_waits_for_its_segment(tmp_path: Path, monkeypatch)
     with pytest.raises(RuntimeError, match="catalog's part"):
         build_index([tmp_path / "a"], tmp_path / "idx")
     assert finished == [True] and _segment_threads() == []
+
+
+STOP_DURING_SEGMENT = """
+import os, signal, sys, threading, time
+import numpy as np
+from sif.index import build_index
+from sif.index import commitcols as cc
+
+root = sys.argv[1]
+os.makedirs(f"{root}/a")
+rng = np.random.default_rng(1)
+for i in range(3):
+    with open(f"{root}/a/f{i}.txt", "wb") as f:
+        f.write(rng.integers(97, 123, 4000, np.uint8).tobytes())
+real_write, real_keys = cc.write_segment, cc.origin_keys
+done = []
+
+def slow(*a, **k):  # the segment's thread: a second Ctrl-C while the commit waits for it
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)
+    out = real_write(*a, **k)
+    done.append(time.monotonic())
+    return out
+
+def stopped(*a, **k):  # the first Ctrl-C, in the transaction
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+    return real_keys(*a, **k)
+
+cc.write_segment, cc.origin_keys = slow, stopped
+try:
+    build_index([f"{root}/a"], f"{root}/idx")
+except KeyboardInterrupt:
+    left = [t.name for t in threading.enumerate() if t.name == "sif-segment"]
+    print("out", bool(done) and done[0] <= time.monotonic(), left)
+"""
+
+
+def test_ctrl_c_twice_returns_only_once_the_segment_is_written(tmp_path: Path) -> None:
+    """Ctrl-C in the transaction, again while the commit waits for its segment: the
+    KeyboardInterrupt leaves the commit only once the segment's thread is done (it
+    wrote on after the store was closed and its lock let go)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", STOP_DURING_SEGMENT, str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.stdout.strip() == "out True []", (run.stdout, run.stderr[-2000:])

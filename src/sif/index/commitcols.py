@@ -128,15 +128,15 @@ def commit_entries(
     name = f"seg-{seg_id:06d}"
     ids = np.arange(first, first + len(added), dtype=np.uint32)
     segment = None
-    if added:
-        cols = Columns(added, unknown_ctime)
-        directory = os.path.join(self.root, "segments", name)
-        segment = SegmentWrite(directory, cols.files(ids), cols.fingerprints, cols.local())
     try:
+        if added:
+            cols = Columns(added, unknown_ctime)
+            directory = os.path.join(self.root, "segments", name)
+            segment = SegmentWrite(directory, cols.files(ids), cols.fingerprints, cols.local())
         _transaction(self, pid, seg_id, name, ids, cols if added else None, segment, dropped)
     finally:
         if segment is not None:
-            segment.wait()  # never a thread left writing once this returns
+            segment.wait()  # never a thread left writing once this returns, Ctrl-C or not
     if added:
         self.written.setdefault(pid, []).append(seg_id)
     self._publish()
@@ -156,7 +156,14 @@ class SegmentWrite:
         self._thread = threading.Thread(
             target=self._run, args=args, name="sif-segment", daemon=True
         )
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            # Ctrl-C inside start() (it waits for the thread to run): the caller has no
+            # object to wait on, so the thread, if it runs, is waited for here.
+            if self._thread.ident is not None:
+                self.wait()
+            raise
 
     def _run(self, directory: str, files: SegmentFiles, values: U32, local: U32) -> None:
         try:
@@ -168,8 +175,18 @@ class SegmentWrite:
             self._done.set()
 
     def wait(self) -> None:
-        """Until the segment is written or failed."""
-        self._done.wait()
+        """Until the segment is written or failed; a Ctrl-C meanwhile is raised after
+        (a thread writing into the index after its commit failed and its lock was let
+        go could meet the next writer's segment of the same number)."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self._done.wait()
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
 
     def result(self) -> str:
         """The checksums of the segment's files (JSON), once written; else its error."""
