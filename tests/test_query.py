@@ -222,3 +222,35 @@ def test_two_large_files_are_scored_on_a_sample_with_an_interval_that_holds(
     assert abs(big.score("similarity") - 100 * exact_qb) < 3
     assert piece.scored_exactly and piece.exact_file_in_query == 1.0
     assert max(shifts) >= 4  # the large candidate's set: a sample of 1/16 or sparser
+
+
+def test_a_sampled_similarity_has_the_interval_of_the_query_s_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The similarity is a share of the query's sample: its interval is that sample's,
+    also when the candidate (here a quarter of the query) holds fewer values."""
+    from sif.core import exactsets
+    from sif.core.evidence import INTERVAL_Z, share_bounds
+    from sif.index import build_index, open_reader
+    from sif.query import query_files
+
+    monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
+    base = text(22, 80_000)
+    write(tmp_path / "t/part.txt", base[:20_000])
+    build_index([tmp_path / "t"], tmp_path / "idx")
+    write(tmp_path / "q.txt", base)
+    shifts: list[int] = []
+    real = exactsets.window_set
+
+    def seen(data, window=exactsets.WINDOW, jit=False, shift=0):  # type: ignore[no-untyped-def]
+        shifts.append(shift)
+        return real(data, window, jit, shift)
+
+    monkeypatch.setattr(exactsets, "window_set", seen)
+    [res] = query_files([tmp_path / "q.txt"], open_reader(tmp_path / "idx"), threshold=1)
+    [m] = res.matches
+    assert not m.scored_exactly and max(shifts) > 0
+    n_q = len(exactsets.sampled(real(np.frombuffer(base, np.uint8)), max(shifts)))
+    lo, hi = share_bounds(m.query_in_file, n_q, INTERVAL_Z)
+    assert (m.score_low, m.score_high) == pytest.approx((float(lo), float(hi)))
+    assert 20 < m.score("similarity") < 30

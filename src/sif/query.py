@@ -275,7 +275,7 @@ def match_scan(
         cand = estimated
     picked = np.flatnonzero(cand)
     info = reader.describe(ps, file_ids[picked])
-    scored: dict[int, tuple[float, float, int]] = {}
+    scored: dict[int, tuple[float, float, int, int]] = {}
     if exact is not None and by != "percent":
         b_windows = distinct_windows(st.size, st.n_fp, st.n_distinct, window)
         est = {int(file_ids[i]): int(b_windows[i]) for i in picked}
@@ -289,19 +289,20 @@ def match_scan(
             and (len(exclude) == 2 or f.member == exclude[2])
         ):
             continue
-        got = (1.0, 1.0, 0) if exact_copy[i] else scored.get(f.id)
+        got = (1.0, 1.0, 0, 0) if exact_copy[i] else scored.get(f.id)
         if got is None and not estimated[i]:
             continue  # not scored exactly (changed, unreadable) and the estimate falls short
         qb, bq = float(q_in_b[i]), float(b_in_q[i])
         ex: tuple[float, float] | None = None
         lo: float | None = None if by == "percent" else float(low[i])
         hi: float | None = None if by == "percent" else float(high[i])
-        if got is not None and got[2] == 0:
+        if got is not None and got[2] == 0:  # exact (n 0: not sampled)
             ex, lo, hi = (got[0], got[1]), None, None
         elif got is not None:  # on a window sample: an estimate, with its interval
             qb, bq = got[0], got[1]
-            share = qb if by == "similarity" else max(qb, bq)
-            b_lo, b_hi = share_bounds(share, got[2], INTERVAL_Z)
+            # The interval of the share the score is: of the query's sample or B's.
+            n_of = got[2] if by == "similarity" or qb >= bq else got[3]
+            b_lo, b_hi = share_bounds(qb if by == "similarity" else max(qb, bq), n_of, INTERVAL_Z)
             lo, hi = float(b_lo), float(b_hi)
         m = Match(
             path=f.path,
@@ -368,14 +369,16 @@ def _exact_scores(
     normalize: str,
     on_warning: WarningSink,
     windows: dict[int, int] | None = None,
-) -> dict[int, tuple[float, float, int]]:
-    """(C(Q in B), C(B in Q), n) over all windows for the entries ``info``, read again.
+) -> dict[int, tuple[float, float, int, int]]:
+    """(C(Q in B), C(B in Q), n_q, n_b) over all windows for the entries ``info``, read
+    again.
 
     A pair whose smaller side has at least ``2 * SAMPLE_FROM`` distinct windows
     (``windows``: each entry's, estimated from its fingerprints; the query's
     set is known) is scored on the window sample ``sif similar`` takes
-    (:func:`sif.core.exactsets.sample_shift`, the same windows in both): ``n``
-    is then the values of the smaller side's sample (the interval's), else 0.
+    (:func:`sif.core.exactsets.sample_shift`, the same windows in both):
+    ``n_q`` and ``n_b`` are then the values of each side's sample (the
+    intervals' sizes of C(Q in B) and C(B in Q)), else 0.
     So an entry's set is a few MB whatever its size: a 100 MB candidate's full
     set was 800 MB. An entry that changed since it was indexed, or cannot be
     read, is left out (it keeps its estimate), as is a sampled pair whose
@@ -403,7 +406,7 @@ def _exact_scores(
     srcs = {f.id: (f.path, f.path[: len(f.path) - len(f.member)], f.view) for f in info.values()}
     for fid, src in srcs.items():
         sets.want(fid, src)
-    out: dict[int, tuple[float, float, int]] = {}
+    out: dict[int, tuple[float, float, int, int]] = {}
     query_at: dict[int, I64] = {0: query}  # S(Q)'s samples, by shift
     for fid, src in srcs.items():
         sb = sets.get(fid, src)
@@ -417,8 +420,8 @@ def _exact_scores(
         if r and min(len(sq), len(sb)) < SAMPLE_FROM // 4:
             continue  # too few values to tell: the estimate stays
         inter = intersection_size(sq, sb)
-        n = min(len(sq), len(sb)) if r else 0
-        out[fid] = (inter / max(len(sq), 1), inter / max(len(sb), 1), n)
+        nq, nb = (len(sq), len(sb)) if r else (0, 0)
+        out[fid] = (inter / max(len(sq), 1), inter / max(len(sb), 1), nq, nb)
     return out
 
 
