@@ -53,8 +53,8 @@ def test_the_compiled_kernel_is_built() -> None:
     assert winnowc.available()
 
 
-#: The forms of the rescan's minimum search this CPU runs (AVX-512, AVX2, plain C):
-#: each must give numba's fingerprints.
+#: The kernel's forms this CPU runs (AVX-512: the fast path and the rescan; AVX2: the
+#: rescan; plain C): each must give numba's fingerprints.
 VARIANTS = _winnowc.variants()
 
 
@@ -79,7 +79,8 @@ def assert_same(data: np.ndarray, w: int, ww: int, max_period: int) -> None:
 def test_the_module_runs_the_best_rescan_this_cpu_has() -> None:
     assert VARIANTS[-1] == "plain"
     flags = open("/proc/cpuinfo").read().split()  # noqa: SIM115
-    expected = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "plain"
+    avx512 = "avx512f" in flags and "avx512dq" in flags  # the fast path's 64-bit multiplies
+    expected = "avx512" if avx512 else "avx2" if "avx2" in flags else "plain"
     assert VARIANTS[0] == expected
     with pytest.raises(ValueError):
         _winnowc.use("sse9")

@@ -68,6 +68,9 @@ def test_order_rows_refuses_bad_arrays() -> None:
         c.order_rows(a.astype(np.uint64), a, np.empty(10, np.uint32), np.empty(10, np.uint32))
     with pytest.raises(ValueError):  # an output over an input
         c.order_rows(a, a.copy(), a, np.empty(10, np.uint32))
+    out = np.empty(10, np.uint32)
+    with pytest.raises(ValueError):  # one array as both outputs
+        c.order_rows(a, a.copy(), out, out)
     with pytest.raises((TypeError, BufferError, ValueError)):  # a read-only output
         out = np.empty(10, np.uint32)
         out.flags.writeable = False

@@ -69,11 +69,11 @@ static PyObject *order_rows(PyObject *self, PyObject *args) {
         goto done;
     }
     if (n == 0) goto ok;
-    for (int i = 0; i < 2; i++) /* the outputs are written while the inputs are read */
-        for (int j = 2; j < 4; j++) {
+    for (int i = 0; i < 3; i++) /* no output over an input or over the other output */
+        for (int j = (i < 2 ? 2 : 3); j < 4; j++) {
             const char *a = b[i].buf, *z = b[j].buf;
             if (a < z + b[j].len && z < a + b[i].len) {
-                PyErr_SetString(PyExc_ValueError, "order_rows: an output overlaps an input");
+                PyErr_SetString(PyExc_ValueError, "order_rows: arrays that overlap");
                 goto done;
             }
         }
