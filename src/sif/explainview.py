@@ -156,11 +156,28 @@ def _pieces(data: Any, ls: int, le: int, over: list[tuple[int, int, int]]) -> tu
         return (("", every[0], every),)
     spans = [(max(s, ls), min(e, le), p) for s, e, p in over if s < le]
     cuts = sorted({ls, le, *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
+    # A sweep over the cuts: the passages over [x, y) are those begun at x or before and
+    # not ended by x (no cut lies inside). Asking each piece of every span was O(P^2) a
+    # line: a 10 MB file of one line and 10 k passages took 8 s, 100 MB 200 s.
+    by_start = sorted(spans, key=lambda t: t[0])
+    by_end = sorted(spans, key=lambda t: t[1])
+    active: dict[int, int] = {}
+    i = j = 0
     out: list[Piece] = []
     for x, y in itertools.pairwise(cuts):
+        while i < len(by_start) and by_start[i][0] <= x:
+            p = by_start[i][2]
+            active[p] = active.get(p, 0) + 1
+            i += 1
+        while j < len(by_end) and by_end[j][1] <= x:
+            p = by_end[j][2]
+            active[p] -= 1
+            if not active[p]:
+                del active[p]
+            j += 1
         if y <= x:
             continue
-        every = tuple(sorted({p for s, e, p in spans if s <= x and e >= y}))
+        every = tuple(sorted(active))
         text = _decode(data[x:y])
         if out and out[-1][2] == every:
             out[-1] = (out[-1][0] + text, out[-1][1], every)
