@@ -89,3 +89,18 @@ def test_mix64_is_fmix64_and_reserves_the_top_value() -> None:
 def test_window_hashes_are_mixed_karp_rabin() -> None:
     data = arr(b"the quick brown fox jumps over the lazy dog" * 3)
     assert np.array_equal(window_hashes(data, 10), mix64(karp_rabin(data, 10)))
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.binary(max_size=3000), st.sampled_from([1, 4, 50]), st.integers(0, 300))
+def test_karp_rabin_by_steps_is_karp_rabin_in_one_go(data: bytes, window: int, extra: int) -> None:
+    """A long input is hashed a step at a time (its memory: the output, and a step's
+    temporaries and tables); the values are those of one go, at every step's edge."""
+    from sif.core import rolling
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    whole = rolling.karp_rabin(arr, window)  # shorter than a step: one go
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rolling, "KR_STEP", window + extra)  # extra + 1 windows a step
+        stepped = rolling.karp_rabin(arr, window)
+    assert stepped.dtype == np.uint64 and np.array_equal(stepped, whole)

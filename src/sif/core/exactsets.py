@@ -182,12 +182,18 @@ def sample_shift(windows: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return np.clip(r, 0, 48)
 
 
+def _value_steps(s: I64) -> list[I64]:
+    """``s`` as views of :data:`DISTINCT_STEP` values (one, possibly empty, at least)."""
+    return [s[a : a + DISTINCT_STEP] for a in range(0, max(len(s), 1), DISTINCT_STEP)]
+
+
 def sampled(s: I64, shift: int, jit: bool = False) -> I64:
     """The values of the sorted set ``s`` in the sample of rate ``2^-shift``, sorted (a copy)."""
     if shift <= 0:
         return s
-    if not jit:
-        return s[in_sample(s, shift)]
+    if not jit:  # a step of values at a time: in_sample's temporaries are 8 bytes a value
+        parts = [p[in_sample(p, shift)] for p in _value_steps(s)]
+        return np.concatenate(parts) if len(parts) != 1 else parts[0]
     out = s.copy()
     return out[: int(_compiled()["sample_keep"](out, shift))]
 
@@ -197,7 +203,7 @@ def sample_size(s: I64, shift: int, jit: bool = False) -> int:
     if shift <= 0:
         return len(s)
     if not jit:
-        return int(np.count_nonzero(in_sample(s, shift)))
+        return sum(int(np.count_nonzero(in_sample(p, shift))) for p in _value_steps(s))
     return int(_compiled()["sample_count"](s, shift))
 
 
