@@ -4,6 +4,7 @@ The tests lower the sizes that make a file large (SAMPLE_FROM, EXACT_BYTES, the 
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -89,8 +90,8 @@ def test_large_files_read_no_more_than_a_step_at_a_time(
     reads: list[int] = []
     real = large._pieces
 
-    def counted(path, expect):  # type: ignore[no-untyped-def]
-        for piece in real(path, expect):
+    def counted(f):  # type: ignore[no-untyped-def]
+        for piece in real(f):
             reads.append(len(piece))
             yield piece
 
@@ -121,3 +122,88 @@ def test_a_file_gone_since_the_walk_is_a_warning(tmp_path: Path, small_large: No
     [f] = [f for f in result.files if f.a == "x.txt"]
     assert (f.status, f.exact, f.a_in_b) == ("changed", False, None)
     assert any("x.txt" in w.path for w in warnings)
+
+
+def test_files_of_few_distinct_windows_are_scored_exactly_without_a_whole_read(
+    tmp_path: Path, small_large: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sparse file, a log of one line repeated: their samples hold too few values, so
+    their whole sets are made a step at a time (few values), and the scores are exact;
+    they were read whole (1.7 GB for two such files of 150 MB)."""
+    from sif.compare import passes
+
+    def never(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("read whole")
+
+    monkeypatch.setattr(passes, "_read", never)
+    line = text(35, 700)
+    a = line * 100
+    b = line * 99 + text(36, 700)
+    write(tmp_path / "a/log.txt", a)
+    write(tmp_path / "b/log.txt", b)
+    write(tmp_path / "a/sparse.img", bytes(40_000))
+    write(tmp_path / "b/sparse.img", bytes(20_000) + b"x" + bytes(19_999))
+    result = sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
+    got = {f.a: f for f in result.files}
+    for name, x, y in (
+        ("log.txt", a, b),
+        ("sparse.img", bytes(40_000), bytes(20_000) + b"x" + bytes(19_999)),
+    ):
+        f = got[name]
+        assert (f.status, f.exact) == ("changed", True), name
+        assert (f.a_in_b, f.b_in_a) == pytest.approx(_exact(x, y)), name
+
+
+def test_a_file_under_one_window_leaves_the_other_unread(
+    tmp_path: Path, small_large: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    real = large._pieces
+
+    def counted(f):  # type: ignore[no-untyped-def]
+        opened.append(f[0])
+        yield from real(f)
+
+    monkeypatch.setattr(large, "_pieces", counted)
+    write(tmp_path / "a/x.bin", b"tiny")
+    write(tmp_path / "b/x.bin", text(37, 40_000))
+    result = sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
+    [f] = [f for f in result.files if f.a == "x.bin"]
+    assert (f.status, f.a_in_b, f.b_in_a, f.exact) == ("changed", 0.0, 0.0, True)
+    assert opened == []
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_file_cut_short_after_the_walk_is_a_warning_not_a_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """Its bytes are not those listed: scored, they gave 'exact' containments of other
+    content, with the listed size, and no warning."""
+    from sif.compare import passes
+
+    if streamed:
+        monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
+        monkeypatch.setattr(large, "EXACT_BYTES", 0)
+    base = text(38, 30_000)
+    write(tmp_path / "a/x.txt", base)
+    write(tmp_path / "b/x.txt", _edited(base, 6, 300))
+    real_large, real_read = large.large_containments, passes._read
+
+    def cut_then(real):  # type: ignore[no-untyped-def]
+        def wrapped(*args):  # type: ignore[no-untyped-def]
+            os.truncate(tmp_path / "b/x.txt", 1000)
+            return real(*args)
+
+        return wrapped
+
+    monkeypatch.setattr(large, "large_containments", cut_then(real_large))
+    monkeypatch.setattr(passes, "_read", cut_then(real_read))
+    warnings: list[sif.ScanWarning] = []
+    result = sif.compare_trees(
+        tmp_path / "a", tmp_path / "b", tmp_path / "idx", on_warning=warnings.append
+    )
+    [f] = [f for f in result.files if f.a == "x.txt"]
+    assert (f.status, f.a_in_b, f.exact) == ("changed", None, False)
+    assert [w.cause for w in warnings if w.path.endswith("x.txt")] == [
+        "changed during the run (1,000 bytes read, 30,000 listed)"
+    ]

@@ -7,14 +7,17 @@ whole: 9 bytes a byte of each (the file, then 8 bytes a window), so two
 sets, the files are read :data:`sif.core.exactsets.STEP_BYTES` at a time
 instead and scored as ``sif similar`` and ``sif query`` score two large
 files: on the window sample of :func:`sif.core.exactsets.sample_shift` (the
-smaller file keeps at least 65,536 values), both sides' sets a few MB. When
-the smaller file is too small for a sample (under 131,072 windows), its
-whole set is kept, the larger one is streamed past it (C(small, large)
-exact), and the larger's distinct windows are counted on its own sample
-(C(large, small) an estimate). Either way the record is an estimate
-(``exact: false``, shown ``~``). A file whose content repeats itself beyond
-its sample (under a quarter of 65,536 values kept) is scored exactly as
-before: few distinct windows make a small set.
+smaller file keeps at least 65,536 values), both sides' sets a few MB, the
+record an estimate (``exact: false``, shown ``~``). When the smaller file is
+too small for a sample (under 131,072 windows), its whole set is kept, the
+larger one is streamed past it (C(small, large) exact), and the larger's
+distinct windows are counted on its own sample (C(large, small) an
+estimate). A file whose content repeats itself beyond its sample (under a
+quarter of 65,536 values kept: a sparse file, a log of one line) has few
+distinct windows: its whole set is made a step at a time, each step's
+values made distinct as it comes, and scored exactly; a file under one
+window holds none, and the other is not read. A file whose size is not the
+walk's once read changed meanwhile: :class:`Changed`.
 """
 
 from __future__ import annotations
@@ -32,52 +35,87 @@ from sif.fileio import open_regular_file
 #: window: two files of 16 MB) are taken a step at a time, on a sample.
 EXACT_BYTES = 256 << 20
 
+#: A file: its path, (device, inode) and size as the walk saw them.
+Listed = tuple[str, tuple[int, int], int]
 
-def _pieces(path: str, expect: tuple[int, int]) -> Iterator[bytes]:
-    fh, _ = open_regular_file(path, expect=expect, buffering=0)
+
+class Changed(Exception):
+    """The file's size, once read, is not the walk's: it changed during the run."""
+
+    def __init__(self, path: str, listed: int, read: int) -> None:
+        super().__init__(f"changed during the run ({read:,} bytes read, {listed:,} listed)")
+        self.path = path
+
+
+def _pieces(f: Listed) -> Iterator[bytes]:
+    fh, _ = open_regular_file(f[0], expect=f[1], buffering=0)
+    read = 0
     with fh:
         while piece := fh.read(exactsets.STEP_BYTES):
+            read += len(piece)
             yield piece
+    if read != f[2]:
+        raise Changed(f[0], f[2], read)
 
 
-def _sampled_set(path: str, expect: tuple[int, int], shift: int) -> I64:
-    parts = [v[in_sample(v, shift)] for v in step_values(_pieces(path, expect))]
+def _sampled_set(f: Listed, shift: int) -> I64:
+    parts = [v[in_sample(v, shift)] for v in step_values(_pieces(f))]
     return exactsets.distinct_of(parts)
 
 
-def large_containments(
-    a: tuple[str, tuple[int, int], int], b: tuple[str, tuple[int, int], int]
-) -> tuple[float, float] | None:
-    """(C(A,B), C(B,A)) of the files ``a`` and ``b`` (each its path, (device, inode)
-    and size), read a step at a time; estimates. ``None`` where a sample holds too
-    few values to tell (the caller scores the pair exactly: its sets are small).
-    Raises ``OSError`` as reading does."""
+def _whole_set(f: Listed) -> I64:
+    """S(f) a step at a time, each step's values made distinct as they come, and the
+    steps merged whenever they hold as many values as the set so far: memory about
+    twice the set's (for a file of few distinct windows, which is when it is made)."""
+    held: I64 = np.empty(0, dtype=np.int64)
+    parts: list[I64] = []
+    waiting = 0
+    for v in step_values(_pieces(f)):
+        part = exactsets.distinct_of([v])
+        parts.append(part)
+        waiting += len(part)
+        if waiting >= max(len(held), exactsets.DISTINCT_STEP):
+            held = exactsets.distinct_of([held, *parts])
+            parts, waiting = [], 0
+    return exactsets.distinct_of([held, *parts])
+
+
+def large_containments(a: Listed, b: Listed) -> tuple[float, float, bool]:
+    """(C(A,B), C(B,A), whether both are exact) of the files ``a`` and ``b``, read a step
+    at a time. Raises :class:`Changed`, and ``OSError`` as reading does."""
     window = exactsets.WINDOW
-    wins = [max(a[2] - window + 1, 1), max(b[2] - window + 1, 1)]
+    if min(a[2], b[2]) < window:  # one holds no window: nothing in common, nothing to read
+        return 0.0, 0.0, True
+    wins = [a[2] - window + 1, b[2] - window + 1]
     least = exactsets.SAMPLE_FROM // 4
     r = int(sample_shift(min(wins)))
     if r:
-        sa = _sampled_set(a[0], a[1], r)
-        sb = _sampled_set(b[0], b[1], r)
-        if min(len(sa), len(sb)) < least:
-            return None
-        return exactsets.containment(sa, sb)
+        sa = _sampled_set(a, r)
+        sb = _sampled_set(b, r)
+        if min(len(sa), len(sb)) >= least:
+            ab, ba = exactsets.containment(sa, sb)
+            return ab, ba, False
+        return (*exactsets.containment(_whole_set(a), _whole_set(b)), True)
     small, large = (a, b) if wins[0] <= wins[1] else (b, a)
     rl = int(sample_shift(max(wins)))
-    fh, _ = open_regular_file(small[0], expect=small[1])
-    with fh:
-        ss = exactsets.window_set(fh.read(), window, jit=False)
+    ss = _whole_set(small)  # under 131,072 windows: 1 MB of set at most
     found = np.zeros(len(ss), dtype=bool)
     parts: list[I64] = []
-    for v in step_values(_pieces(large[0], large[1])):
+    for v in step_values(_pieces(large)):
         hit = in_sorted(v, ss)
         if hit.any():
             found[np.searchsorted(ss, v[hit])] = True
-        parts.append(v[in_sample(v, rl)] if rl else v)
-    sl = exactsets.distinct_of(parts)
-    if len(ss) == 0 or len(sl) < (least if rl else 1):
-        return None
+        if rl:
+            parts.append(v[in_sample(v, rl)])
     inter = int(np.count_nonzero(found))
-    small_in_large = inter / len(ss)
-    large_in_small = min(1.0, inter / (len(sl) * 2.0**rl))
-    return (small_in_large, large_in_small) if small is a else (large_in_small, small_in_large)
+    sl = exactsets.distinct_of(parts) if rl else np.empty(0, dtype=np.int64)
+    if not rl or len(sl) < least:  # the larger file's distinct windows are few: count them
+        whole = _whole_set(large)
+        s_in_l, l_in_s, exact = inter / max(len(ss), 1), inter / max(len(whole), 1), True
+    else:
+        s_in_l, l_in_s, exact = (
+            inter / max(len(ss), 1),
+            min(1.0, inter / (len(sl) * 2.0**rl)),
+            False,
+        )
+    return (s_in_l, l_in_s, exact) if small is a else (l_in_s, s_in_l, exact)

@@ -210,13 +210,19 @@ def _hash_all(
 
 
 def _read(f: TreeFile, on_warning: WarningSink) -> bytes | None:
+    """The file's bytes, or ``None`` with a warning: unreadable, or not of the walk's
+    size (changed during the run: scores of other bytes than the listed ones)."""
     try:
         fh, _ = open_regular_file(f.path, expect=(f.dev, f.ino))
         with fh:
-            return fh.read()
+            data = fh.read()
     except OSError as exc:
         on_warning(ScanWarning(f.path, exc.strerror or str(exc)))
         return None
+    if len(data) != f.size:
+        on_warning(ScanWarning(f.path, str(large.Changed(f.path, f.size, len(data)))))
+        return None
+    return data
 
 
 def direction(a_in_b: float | None, b_in_a: float | None) -> str | None:
@@ -468,27 +474,29 @@ def _changed(
 
     if fa.unreadable or fb.unreadable:  # named in a warning already: no score
         return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
+    unscored = FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
     if not fa.archive and not fb.archive and 8 * (fa.size + fb.size) > large.EXACT_BYTES:
         try:  # a step at a time, on a window sample (sif.compare.large)
-            got = large.large_containments(
+            ab, ba, exact = large.large_containments(
                 (fa.path, (fa.dev, fa.ino), fa.size), (fb.path, (fb.dev, fb.ino), fb.size)
             )
+        except large.Changed as exc:
+            on_warning(ScanWarning(exc.path, str(exc)))
+            return unscored
         except OSError as exc:
             on_warning(ScanWarning(exc.filename or fa.path, exc.strerror or str(exc)))
-            return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
-        if got is not None:
-            stats.bytes_scored += fa.size + fb.size
-            ab, ba = got
-            return FileComparison(
-                "changed", 1, fa.rel, fb.rel, fa.size, fb.size, 100.0 * max(ab, ba), ab, ba,
-                exact=False, direction=direction(ab, ba),
-            )  # fmt: skip
+            return unscored
+        stats.bytes_scored += fa.size + fb.size
+        return FileComparison(
+            "changed", 1, fa.rel, fb.rel, fa.size, fb.size, 100.0 * max(ab, ba), ab, ba,
+            exact=exact, direction=direction(ab, ba),
+        )  # fmt: skip
     da = members.get(fa.path) if fa.archive else _read(fa, on_warning)
     db = None
     if da is not None:
         db = members.get(fb.path) if fb.archive else _read(fb, on_warning)
     if da is None or db is None:
-        return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
+        return unscored
     stats.bytes_scored += len(da) + len(db)
     big = len(da) + len(db) >= 1 << 20
     ab, ba = containment(window_set(da, jit=big or None), window_set(db, jit=big or None))
