@@ -207,3 +207,30 @@ def test_a_file_cut_short_after_the_walk_is_a_warning_not_a_score(
     assert [w.cause for w in warnings if w.path.endswith("x.txt")] == [
         "changed during the run (1,000 bytes read, 30,000 listed)"
     ]
+
+
+def test_a_repetitive_file_against_a_varied_one_makes_one_whole_set(
+    tmp_path: Path, small_large: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sparse image against the same image filled: only the sparse one's whole set is
+    made (few values); the filled one streams past it. Both whole sets took 19 bytes a
+    byte of the filled file at their merge's peak."""
+    made: list[int] = []
+    real = large._whole_set
+
+    def counted(f):  # type: ignore[no-untyped-def]
+        out = real(f)
+        made.append(len(out))
+        return out
+
+    monkeypatch.setattr(large, "_whole_set", counted)
+    filled = text(39, 40_000)
+    sparse = bytes(20_000) + filled[20_000:21_000] + bytes(19_000)
+    write(tmp_path / "a/disk.img", sparse)
+    write(tmp_path / "b/disk.img", filled)
+    result = sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
+    [f] = [f for f in result.files if f.a == "disk.img"]
+    ab, ba = _exact(sparse, filled)
+    assert (f.status, f.exact) == ("changed", False)
+    assert f.a_in_b == pytest.approx(ab) and f.b_in_a is not None and abs(f.b_in_a - ba) < 0.01
+    assert len(made) == 1 and made[0] < 1100  # the sparse file's few windows only

@@ -15,9 +15,11 @@ distinct windows are counted on its own sample (C(large, small) an
 estimate). A file whose content repeats itself beyond its sample (under a
 quarter of 65,536 values kept: a sparse file, a log of one line) has few
 distinct windows: its whole set is made a step at a time, each step's
-values made distinct as it comes, and scored exactly; a file under one
-window holds none, and the other is not read. A file whose size is not the
-walk's once read changed meanwhile: :class:`Changed`.
+values made distinct as it comes; two such files are scored exactly, and
+one against a file of many windows as a small file is (that file streams
+past it). A file under one window holds none, and the other is not read. A
+file whose size is not the walk's once read changed meanwhile:
+:class:`Changed`.
 """
 
 from __future__ import annotations
@@ -80,6 +82,27 @@ def _whole_set(f: Listed) -> I64:
     return exactsets.distinct_of([held, *parts])
 
 
+def _streamed_past(ss: I64, f: Listed, shift: int) -> tuple[int, float, bool]:
+    """``f`` read a step at a time past the sorted set ``ss``: |ss ∩ S(f)| exactly, and
+    |S(f)|, counted on f's sample of rate ``2^-shift`` (an estimate: ``False``), or
+    whole (``True``) when ``shift`` is 0 or the sample holds too few values (then its
+    distinct windows are few)."""
+    found = np.zeros(len(ss), dtype=bool)
+    parts: list[I64] = []
+    for v in step_values(_pieces(f)):
+        hit = in_sorted(v, ss)
+        if hit.any():
+            found[np.searchsorted(ss, v[hit])] = True
+        if shift:
+            parts.append(v[in_sample(v, shift)])
+    inter = int(np.count_nonzero(found))
+    if shift:
+        sample = exactsets.distinct_of(parts)
+        if len(sample) >= exactsets.SAMPLE_FROM // 4:
+            return inter, len(sample) * 2.0**shift, False
+    return inter, float(len(_whole_set(f))), True
+
+
 def large_containments(a: Listed, b: Listed) -> tuple[float, float, bool]:
     """(C(A,B), C(B,A), whether both are exact) of the files ``a`` and ``b``, read a step
     at a time. Raises :class:`Changed`, and ``OSError`` as reading does."""
@@ -92,30 +115,19 @@ def large_containments(a: Listed, b: Listed) -> tuple[float, float, bool]:
     if r:
         sa = _sampled_set(a, r)
         sb = _sampled_set(b, r)
-        if min(len(sa), len(sb)) >= least:
+        few_a, few_b = len(sa) < least, len(sb) < least
+        if not few_a and not few_b:
             ab, ba = exactsets.containment(sa, sb)
             return ab, ba, False
-        return (*exactsets.containment(_whole_set(a), _whole_set(b)), True)
-    small, large = (a, b) if wins[0] <= wins[1] else (b, a)
-    rl = int(sample_shift(max(wins)))
-    ss = _whole_set(small)  # under 131,072 windows: 1 MB of set at most
-    found = np.zeros(len(ss), dtype=bool)
-    parts: list[I64] = []
-    for v in step_values(_pieces(large)):
-        hit = in_sorted(v, ss)
-        if hit.any():
-            found[np.searchsorted(ss, v[hit])] = True
-        if rl:
-            parts.append(v[in_sample(v, rl)])
-    inter = int(np.count_nonzero(found))
-    sl = exactsets.distinct_of(parts) if rl else np.empty(0, dtype=np.int64)
-    if not rl or len(sl) < least:  # the larger file's distinct windows are few: count them
-        whole = _whole_set(large)
-        s_in_l, l_in_s, exact = inter / max(len(ss), 1), inter / max(len(whole), 1), True
-    else:
-        s_in_l, l_in_s, exact = (
-            inter / max(len(ss), 1),
-            min(1.0, inter / (len(sl) * 2.0**rl)),
-            False,
-        )
-    return (s_in_l, l_in_s, exact) if small is a else (l_in_s, s_in_l, exact)
+        if few_a and few_b:
+            return (*exactsets.containment(_whole_set(a), _whole_set(b)), True)
+        # One file repeats itself (a sparse image against the same image filled): its
+        # whole set is few values; the other streams past it, counted on its sample.
+        small, other, shift = (a, b, r) if few_a else (b, a, r)
+    else:  # the smaller file is too small for a sample: its whole set, 1 MB at most
+        small, other = (a, b) if wins[0] <= wins[1] else (b, a)
+        shift = int(sample_shift(max(wins)))
+    ss = _whole_set(small)
+    inter, n_other, exact = _streamed_past(ss, other, shift)
+    small_in, other_in = inter / max(len(ss), 1), min(1.0, inter / max(n_other, 1.0))
+    return (small_in, other_in, exact) if small is a else (other_in, small_in, exact)

@@ -103,7 +103,7 @@ def karp_rabin(data: U8, window: int = WINDOW, base: int = BASE) -> U64:
         raise ValueError("window must be positive")
     if m <= 0:
         return np.empty(0, dtype=np.uint64)
-    if n > KR_STEP and window < KR_STEP:
+    if n > KR_STEP and window <= KR_STEP // 2:  # else steps of few windows: one go
         out = np.empty(m, dtype=np.uint64)
         advance = KR_STEP - window + 1  # the windows a step of KR_STEP bytes holds
         for a in range(0, m, advance):
