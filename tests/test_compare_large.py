@@ -234,3 +234,37 @@ def test_a_repetitive_file_against_a_varied_one_makes_one_whole_set(
     assert (f.status, f.exact) == ("changed", False)
     assert f.a_in_b == pytest.approx(ab) and f.b_in_a is not None and abs(f.b_in_a - ba) < 0.01
     assert len(made) == 1 and made[0] < 1100  # the sparse file's few windows only
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5))
+def test_changed_since_the_walk(listed: int, opened: int, read: int) -> None:
+    """Changed: its size once opened is not the walk's, or it read other than that size;
+    a size of 0 that reads otherwise is a file with no size of its content (/proc)."""
+    got = large.changed_since(listed, opened, read)
+    if listed == opened == 0:
+        assert not got
+    else:
+        assert got == (opened != listed or read != opened)
+
+
+def test_a_proc_file_is_read_not_called_changed(tmp_path: Path) -> None:
+    """/proc's files list size 0 and read their content: pass 1 reads them (they were
+    'changed during the run (N bytes read, 0 listed)'); a real file grown since the
+    walk is still changed."""
+    from sif.compare.passes import TreeFile, _read
+
+    warnings: list[sif.ScanWarning] = []
+    proc = "/proc/self/status"  # sif runs on Linux (PR_SET_PDEATHSIG, /proc/self/fd)
+    st = os.stat(proc)
+    assert st.st_size == 0
+    data = _read(TreeFile("status", proc, 0, st.st_dev, st.st_ino), warnings.append)
+    assert data is not None and b"Name:" in data and warnings == []
+    grown = tmp_path / "grown.txt"
+    write(grown, b"")
+    st = os.stat(grown)
+    write(grown, b"now longer")
+    assert (
+        _read(TreeFile("grown.txt", str(grown), 0, st.st_dev, st.st_ino), warnings.append) is None
+    )
+    assert [w.cause for w in warnings] == ["changed during the run (10 bytes read, 0 listed)"]

@@ -49,14 +49,21 @@ class Changed(Exception):
         self.path = path
 
 
+def changed_since(listed: int, opened: int, read: int) -> bool:
+    """Whether a file listed at ``listed`` bytes, ``opened`` by fstat once opened, of which
+    ``read`` bytes were read, changed since the walk. A file of size 0 that reads
+    otherwise (``/proc``, ``/sys``: no size of their content) did not."""
+    return opened != listed or (read != opened and opened != 0)
+
+
 def _pieces(f: Listed) -> Iterator[bytes]:
-    fh, _ = open_regular_file(f[0], expect=f[1], buffering=0)
+    fh, st = open_regular_file(f[0], expect=f[1], buffering=0)
     read = 0
     with fh:
         while piece := fh.read(exactsets.STEP_BYTES):
             read += len(piece)
             yield piece
-    if read != f[2]:
+    if changed_since(f[2], st.st_size, read):
         raise Changed(f[0], f[2], read)
 
 

@@ -211,15 +211,16 @@ def _hash_all(
 
 def _read(f: TreeFile, on_warning: WarningSink) -> bytes | None:
     """The file's bytes, or ``None`` with a warning: unreadable, or not of the walk's
-    size (changed during the run: scores of other bytes than the listed ones)."""
+    size (changed during the run: scores of other bytes than the listed ones; a file
+    of size 0 that reads otherwise, as in ``/proc``, has no size of its content)."""
     try:
-        fh, _ = open_regular_file(f.path, expect=(f.dev, f.ino))
+        fh, st = open_regular_file(f.path, expect=(f.dev, f.ino))
         with fh:
             data = fh.read()
     except OSError as exc:
         on_warning(ScanWarning(f.path, exc.strerror or str(exc)))
         return None
-    if len(data) != f.size:
+    if large.changed_since(f.size, st.st_size, len(data)):
         on_warning(ScanWarning(f.path, str(large.Changed(f.path, f.size, len(data)))))
         return None
     return data
