@@ -5,7 +5,6 @@ The tests lower the sizes that make a file large (SAMPLE_FROM, EXACT_BYTES, the 
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 import sif
 from sif.compare import large
 from sif.core import exactsets
-from textgen import text
+from textgen import edited, text
 from treeutil import write
 
 
@@ -26,14 +25,6 @@ def small_large(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
     monkeypatch.setattr(exactsets, "STEP_BYTES", 4096)
     monkeypatch.setattr(large, "EXACT_BYTES", 0)
-
-
-def _edited(base: bytes, seed: int, every: int) -> bytes:
-    rng = random.Random(seed)
-    b = bytearray(base)
-    for i in range(rng.randrange(every), len(b), every):
-        b[i] = ord("#")
-    return bytes(b)
 
 
 def _exact(x: bytes, y: bytes) -> tuple[float, float]:
@@ -59,11 +50,11 @@ def test_two_large_versions_are_estimates_near_the_exact_scores(
 ) -> None:
     base = text(31, 60_000)
     write(tmp_path / "a/doc.txt", base)
-    write(tmp_path / "b/doc.txt", _edited(base, 3, 250))  # about 80% alike
+    write(tmp_path / "b/doc.txt", edited(base, 3, 250))  # about 80% alike
     result = sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
     [f] = [f for f in result.files if f.a == "doc.txt"]
     assert (f.status, f.pass_no, f.exact) == ("changed", 1, False)
-    ab, ba = _exact(base, _edited(base, 3, 250))
+    ab, ba = _exact(base, edited(base, 3, 250))
     assert f.a_in_b is not None and f.b_in_a is not None
     assert abs(f.a_in_b - ab) < 0.03 and abs(f.b_in_a - ba) < 0.03
 
@@ -98,7 +89,7 @@ def test_large_files_read_no_more_than_a_step_at_a_time(
     monkeypatch.setattr(large, "_pieces", counted)
     base = text(33, 40_000)
     write(tmp_path / "a/x.txt", base)
-    write(tmp_path / "b/x.txt", _edited(base, 4, 400))
+    write(tmp_path / "b/x.txt", edited(base, 4, 400))
     sif.compare_trees(tmp_path / "a", tmp_path / "b", tmp_path / "idx")
     assert reads and max(reads) <= 4096 and sum(reads) == 80_000
 
@@ -106,7 +97,7 @@ def test_large_files_read_no_more_than_a_step_at_a_time(
 def test_a_file_gone_since_the_walk_is_a_warning(tmp_path: Path, small_large: None) -> None:
     base = text(34, 30_000)
     write(tmp_path / "a/x.txt", base)
-    write(tmp_path / "b/x.txt", _edited(base, 5, 300))
+    write(tmp_path / "b/x.txt", edited(base, 5, 300))
     warnings: list[sif.ScanWarning] = []
     real = large.large_containments
 
@@ -186,7 +177,7 @@ def test_a_file_cut_short_after_the_walk_is_a_warning_not_a_score(
         monkeypatch.setattr(large, "EXACT_BYTES", 0)
     base = text(38, 30_000)
     write(tmp_path / "a/x.txt", base)
-    write(tmp_path / "b/x.txt", _edited(base, 6, 300))
+    write(tmp_path / "b/x.txt", edited(base, 6, 300))
     real_large, real_read = large.large_containments, passes._read
 
     def cut_then(real):  # type: ignore[no-untyped-def]

@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from textgen import text
+from textgen import edited, text
 from treeutil import write
 
 
@@ -180,29 +181,11 @@ def test_a_query_freezes_the_gc_only_in_its_own_process(indexed: Path, own: bool
     assert run.stderr.splitlines()[-1] == f"{own} True"
 
 
-def test_two_large_files_are_scored_on_a_sample_with_an_interval_that_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A query and a candidate both large (SAMPLE_FROM lowered: a few KB is large) are
-    scored on the window sample sif similar takes: an estimate, its interval holding
-    the exact score, the candidate's set made of the sample only; a small candidate
-    stays exact. A 100 MB candidate's whole set was 800 MB."""
-    import random
-
+def recording_shifts(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Any]:
+    """The shift of every window set made from now on (0: every window), and the
+    function that makes them."""
     from sif.core import exactsets
-    from sif.index import build_index, open_reader
-    from sif.query import query_files
 
-    monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
-    base = text(21, 60_000)
-    rng = random.Random(4)
-    edited = bytearray(base)
-    for i in range(rng.randrange(300), len(edited), 300):  # about 85% alike
-        edited[i] = ord("#")
-    write(tmp_path / "t/edited.txt", bytes(edited))
-    write(tmp_path / "t/piece.txt", base[20_000:21_500])  # under the sample: exact
-    build_index([tmp_path / "t"], tmp_path / "idx")
-    write(tmp_path / "q.txt", base)
     shifts: list[int] = []
     real = exactsets.window_set
 
@@ -211,12 +194,34 @@ def test_two_large_files_are_scored_on_a_sample_with_an_interval_that_holds(
         return real(data, window, jit, shift)
 
     monkeypatch.setattr(exactsets, "window_set", seen)
+    return shifts, real
+
+
+def test_two_large_files_are_scored_on_a_sample_with_an_interval_that_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query and a candidate both large (SAMPLE_FROM lowered: a few KB is large) are
+    scored on the window sample sif similar takes: an estimate, its interval holding
+    the exact score, the candidate's set made of the sample only; a small candidate
+    stays exact. A 100 MB candidate's whole set was 800 MB."""
+    from sif.core import exactsets
+    from sif.index import build_index, open_reader
+    from sif.query import query_files
+
+    monkeypatch.setattr(exactsets, "SAMPLE_FROM", 1024)
+    base = text(21, 60_000)
+    changed = edited(base, 4, 300)  # about 85% alike
+    write(tmp_path / "t/edited.txt", changed)
+    write(tmp_path / "t/piece.txt", base[20_000:21_500])  # under the sample: exact
+    build_index([tmp_path / "t"], tmp_path / "idx")
+    write(tmp_path / "q.txt", base)
+    shifts, real = recording_shifts(monkeypatch)
     [res] = query_files([tmp_path / "q.txt"], open_reader(tmp_path / "idx"), threshold=1)
     by = {Path(m.path).name: m for m in res.matches}
     big, piece = by["edited.txt"], by["piece.txt"]
     assert not big.scored_exactly and big.score_low is not None and big.score_high is not None
     whole_q = real(np.frombuffer(base, np.uint8))
-    whole_b = real(np.frombuffer(bytes(edited), np.uint8))
+    whole_b = real(np.frombuffer(changed, np.uint8))
     exact_qb, _ = exactsets.containment(whole_q, whole_b)
     assert big.score_low <= 100 * exact_qb <= big.score_high
     assert abs(big.score("similarity") - 100 * exact_qb) < 3
@@ -239,14 +244,7 @@ def test_a_sampled_similarity_has_the_interval_of_the_query_s_sample(
     write(tmp_path / "t/part.txt", base[:20_000])
     build_index([tmp_path / "t"], tmp_path / "idx")
     write(tmp_path / "q.txt", base)
-    shifts: list[int] = []
-    real = exactsets.window_set
-
-    def seen(data, window=exactsets.WINDOW, jit=False, shift=0):  # type: ignore[no-untyped-def]
-        shifts.append(shift)
-        return real(data, window, jit, shift)
-
-    monkeypatch.setattr(exactsets, "window_set", seen)
+    shifts, real = recording_shifts(monkeypatch)
     [res] = query_files([tmp_path / "q.txt"], open_reader(tmp_path / "idx"), threshold=1)
     [m] = res.matches
     assert not m.scored_exactly and max(shifts) > 0

@@ -8,7 +8,6 @@ the tests lower ``SAMPLE_FROM`` so that files of a few tens of KB are large.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 from sif.core import exactsets
 from sif.core.evidence import INTERVAL_Z, share_bounds
 from sif.similar import SimilarOptions, find_similar
-from textgen import text
+from textgen import edited, text
 from treeutil import write
 
 
@@ -71,15 +70,6 @@ def test_sample_shift_keeps_at_least_sample_from_windows() -> None:
     assert (w[r > 0] / 2.0 ** r[r > 0] < 2 * exactsets.SAMPLE_FROM).all()
 
 
-def _edited(base: bytes, seed: int, every: int) -> bytes:
-    """``base`` with a byte changed every ``every`` bytes or so (scattered edits)."""
-    rng = random.Random(seed)
-    b = bytearray(base)
-    for i in range(rng.randrange(every), len(b), every):
-        b[i] = ord("#")
-    return bytes(b)
-
-
 @pytest.fixture
 def small_sample(monkeypatch: pytest.MonkeyPatch) -> int:
     """A sample of 1,024 windows at least: files of 2 KB and more are large."""
@@ -92,8 +82,8 @@ def test_large_pairs_are_scored_on_a_sample_marked_with_an_interval_that_holds(
 ) -> None:
     base = text(11, 60_000)
     write(tmp_path / "t/a.txt", base)
-    write(tmp_path / "t/b.txt", _edited(base, 1, 900))  # about 95% alike
-    write(tmp_path / "t/c.txt", _edited(base, 2, 120))  # about 65% alike
+    write(tmp_path / "t/b.txt", edited(base, 1, 900))  # about 95% alike
+    write(tmp_path / "t/c.txt", edited(base, 2, 120))  # about 65% alike
     write(tmp_path / "t/copy.txt", base)
     write(tmp_path / "t/small.txt", base[5000:5900])  # under the sample: exact
     opts = SimilarOptions(threshold=20)
@@ -133,7 +123,7 @@ def test_the_report_marks_a_sampled_score_in_text_and_json(
 
     base = text(12, 40_000)
     write(tmp_path / "t/a.txt", base)
-    write(tmp_path / "t/b.txt", _edited(base, 3, 400))
+    write(tmp_path / "t/b.txt", edited(base, 3, 400))
     result = find_similar([tmp_path / "t"], tmp_path / "idx", options=SimilarOptions(), jobs=1)
     assert len(result.pairs) == 1
     out = BytesIO()

@@ -45,3 +45,13 @@ def text(seed: int, size: int) -> bytes:
 def licence(size: int = 3000) -> bytes:
     """A boilerplate header shared by many files (a licence text stands for it)."""
     return text(77_777, size)
+
+
+def edited(base: bytes, seed: int, every: int) -> bytes:
+    """``base`` with a byte changed to ``#`` every ``every`` bytes or so (scattered edits;
+    the same edits for the same seed)."""
+    rng = random.Random(seed)
+    b = bytearray(base)
+    for i in range(rng.randrange(every), len(b), every):
+        b[i] = ord("#")
+    return bytes(b)
