@@ -182,3 +182,71 @@ def test_large_inputs_take_the_two_pass_gathering_and_agree_with_small_groups() 
         [400_000, 0, 123_456],
         [523_457, 123_457, 76_543],
     ]
+
+
+def test_a_file_cut_short_after_it_is_opened_is_compared_as_read_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A file truncated by another process while `sif explain` compares it: its bytes
+    were mapped, and the first page past the new end ended the process with SIGBUS.
+    Now they are read; the child here truncates the file inside the open content and
+    then touches every byte (killed by SIGBUS before the change)."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "a.txt"
+    f.write_bytes(text(1, 200_000))
+    code = (
+        "import os, sys\n"
+        "from sif.passages import _opened\n"
+        "with _opened(sys.argv[1], 'raw', lambda w: None) as c:\n"
+        "    os.truncate(sys.argv[1], 0)\n"
+        "    print(len(c.data), int(c.data.sum()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(f)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    data = np.frombuffer(text(1, 200_000), dtype=np.uint8)
+    assert done.stdout.split() == [str(len(data)), str(int(data.sum()))]
+
+
+@pytest.mark.parametrize("change", ["shorter", "longer"])
+def test_a_file_that_changed_since_its_fstat_is_an_input_error_naming_it(
+    tmp_path: Path, change: str
+) -> None:
+    import os
+
+    from sif.errors import InputError
+    from sif.passages import _read_whole
+
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"x" * 10_000)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if change == "shorter":
+            os.truncate(f, 4_000)
+        else:
+            with open(f, "ab") as out:
+                out.write(b"y")
+        with pytest.raises(InputError, match=r"a\.txt: changed while it was read"):
+            _read_whole(fd, size, str(f))
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert bytes(_read_whole(fd, os.fstat(fd).st_size, str(f))) == f.read_bytes()
+    finally:
+        os.close(fd)
+
+
+def test_a_file_listed_at_size_0_is_read_to_its_end() -> None:
+    """/proc lists its files at size 0: explain reads what they hold, as before."""
+    import os
+
+    from sif.passages import _read_whole
+
+    fd = os.open("/proc/self/status", os.O_RDONLY)
+    try:
+        data = bytes(_read_whole(fd, 0, "/proc/self/status"))
+    finally:
+        os.close(fd)
+    assert data.startswith(b"Name:")

@@ -24,19 +24,18 @@ bytes (``mapped``: true); the ``postscript``, ``markup``, ``code`` and
 ``elf-strings`` views keep no map to the original lines, so their offsets
 and lines are the view's own (``mapped``: false).
 
-Memory: the two contents (a plain file is mapped, not read), a bit per
+Memory: the two contents (a plain file is read whole), a bit per
 window of each, and ``budget`` bytes of collected windows
 (:func:`sif.core.matches.shared_windows`); no per-byte Python loop.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,9 +199,38 @@ def _origin(path: str) -> str:
     return path
 
 
+def _read_whole(fd: int, size: int, path: str) -> U8:
+    """The ``size`` bytes of the open file ``fd``, read into memory, or
+    :class:`InputError` when it holds other than ``size`` bytes: it changed since its
+    ``fstat`` (a file of size 0 is read to its end: ``/proc`` and ``/sys`` list no size
+    of their content).
+
+    Read, not mapped: a mapped file cut short by another process while it is compared
+    ends the run with SIGBUS at the first page past its new end. The resident memory is
+    the same (a mapping's touched pages count as the read copy does).
+    """
+    shown = display_path(path)
+    with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+        try:
+            if size == 0:
+                return np.frombuffer(f.read(), dtype=np.uint8)
+            arr = np.empty(size, dtype=np.uint8)
+            view = arr.data
+            total = 0
+            while total < size and (n := f.readinto(view[total:])):
+                total += n
+            more = f.read(1) if total == size else b""
+        except OSError as exc:
+            raise InputError(f"{shown}: {exc.strerror or exc}") from None
+    if total != size or more:
+        got = f"{total:,}" if not more else f"over {size:,}"
+        raise InputError(f"{shown}: changed while it was read ({got} bytes read, {size:,} listed)")
+    return arr
+
+
 @contextmanager
 def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Content]:
-    """The content of ``path`` as compared: a plain file mapped, a view in memory."""
+    """The content of ``path`` as compared: a plain file read, a view in memory."""
     from sif.content import ContentOptions, entries, kind_of
     from sif.fileio import open_regular
 
@@ -240,26 +268,14 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
         fd, st = open_regular(origin)
     except OSError as exc:
         raise InputError(f"{display_path(path)}: {exc.strerror or exc}") from None
-    with ExitStack() as stack:
-        stack.callback(os.close, fd)
-        if st.st_size == 0:
-            arr = np.empty(0, dtype=np.uint8)
-            head = b""
-        else:
-            try:
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as exc:
-                raise InputError(
-                    f"{display_path(path)}: {getattr(exc, 'strerror', None) or exc}"
-                ) from None
-            # The array holds the mapping (closed when the last view goes); the descriptor
-            # is closed now: the mapping keeps its own.
-            arr = np.frombuffer(mm, dtype=np.uint8)
-            from sif.content import SAMPLE_SIZE
+    try:
+        arr = _read_whole(fd, st.st_size, path)
+    finally:
+        os.close(fd)
+    from sif.content import SAMPLE_SIZE
 
-            head = bytes(arr[:SAMPLE_SIZE])
-        kind = entry.kind if entry is not None else kind_of(head)
-        yield _Content(path, kind, view, mapped, arr)
+    kind = entry.kind if entry is not None else kind_of(bytes(arr[:SAMPLE_SIZE]))
+    yield _Content(path, kind, view, mapped, arr)
 
 
 # --- the computation ------------------------------------------------------------------

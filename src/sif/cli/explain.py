@@ -105,7 +105,7 @@ def explain(
 
     if output is not None:
         # Neither file (nor the archive holding a member) may be the report: emptied
-        # before it is read, or (mapped) ending the run with SIGBUS.
+        # before it is read.
         names = {file_a, file_b} | {f.split("!/", 1)[0] for f in (file_a, file_b)}
         check_output_file(output, inputs=sorted(names))
     warnings = WarningCounter(quiet)
