@@ -243,19 +243,17 @@ def test_a_proc_file_is_read_not_called_changed(tmp_path: Path) -> None:
     """/proc's files list size 0 and read their content: pass 1 reads them (they were
     'changed during the run (N bytes read, 0 listed)'); a real file grown since the
     walk is still changed."""
-    from sif.compare.passes import TreeFile, _read
+    from sif.compare.passes import _read
 
     warnings: list[sif.ScanWarning] = []
     proc = "/proc/self/status"  # sif runs on Linux (PR_SET_PDEATHSIG, /proc/self/fd)
     st = os.stat(proc)
     assert st.st_size == 0
-    data = _read(TreeFile("status", proc, 0, st.st_dev, st.st_ino), warnings.append)
+    data = _read((proc, (st.st_dev, st.st_ino), 0), proc, warnings.append)
     assert data is not None and b"Name:" in data and warnings == []
     grown = tmp_path / "grown.txt"
     write(grown, b"")
     st = os.stat(grown)
     write(grown, b"now longer")
-    assert (
-        _read(TreeFile("grown.txt", str(grown), 0, st.st_dev, st.st_ino), warnings.append) is None
-    )
+    assert _read((str(grown), (st.st_dev, st.st_ino), 0), str(grown), warnings.append) is None
     assert [w.cause for w in warnings] == ["changed during the run (10 bytes read, 0 listed)"]

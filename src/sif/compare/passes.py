@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import blake3
 
 from sif.compare import large
+from sif.compare.members import Members, read_members
 from sif.compare.model import CONTAINED, CompareResult, CompareStats, FileComparison
 from sif.compare.rollup import rollup
 from sif.errors import ConfigError
@@ -110,7 +111,8 @@ def known_digests(tree: dict[str, TreeFile], location: str) -> int:
 
 def list_archive(root: str, on_warning: WarningSink) -> dict[str, TreeFile]:
     """The members of the archive ``root`` (stored bytes, as ``sif dupes --archives``
-    reads them: each read once, for its size and digest), by path inside it.
+    reads them: each read once, a megabyte at a time, for its size and digest), by path
+    inside it.
 
     When every member lies under one top directory (a release tarball,
     ``pkg-1.2/...``), the paths are taken under it. Raises
@@ -123,9 +125,14 @@ def list_archive(root: str, on_warning: WarningSink) -> dict[str, TreeFile]:
     for e in entries(root, options=ContentOptions(normalize="unpack"), on_warning=on_warning):
         if not e.path.startswith(prefix):
             continue
-        data = e.read()
+        h = blake3.blake3()
+        n = 0
+        with e.open() as stream:  # a chunk at a time: a member may be gigabytes
+            while chunk := stream.read(CHUNK):
+                h.update(chunk)
+                n += len(chunk)
         rel = e.path[len(prefix) :]
-        out[rel] = TreeFile(rel, e.path, len(data), 0, 0, blake3.blake3(data).digest(), False, root)
+        out[rel] = TreeFile(rel, e.path, n, 0, 0, h.digest(), False, root)
     if not out and not is_archive(root):
         raise ConfigError(f"{root}: not a directory (nor a zip or tar archive)")
     tops = {rel.split("/", 1)[0] for rel in out}
@@ -150,17 +157,6 @@ def is_archive(path: str) -> bool:
         return zipfile.is_zipfile(path) or tarfile.is_tarfile(path)
     except OSError:
         return False
-
-
-def _members(archive: str, wanted: set[str], on_warning: WarningSink) -> dict[str, bytes]:
-    """The stored bytes of the members ``wanted`` (entry paths) of ``archive``, in one read."""
-    from sif.content import ContentOptions, entries
-
-    out: dict[str, bytes] = {}
-    for e in entries(archive, options=ContentOptions(normalize="unpack"), on_warning=on_warning):
-        if e.path in wanted:
-            out[e.path] = e.read()
-    return out
 
 
 def _digest(f: TreeFile, on_warning: WarningSink) -> int:
@@ -209,19 +205,21 @@ def _hash_all(
                 stats.files_hashed += 1
 
 
-def _read(f: TreeFile, on_warning: WarningSink) -> bytes | None:
-    """The file's bytes, or ``None`` with a warning: unreadable, or not of the walk's
-    size (changed during the run: scores of other bytes than the listed ones; a file
-    of size 0 that reads otherwise, as in ``/proc``, has no size of its content)."""
+def _read(f: large.Listed, shown: str, on_warning: WarningSink) -> bytes | None:
+    """The bytes of the file ``f`` (its path, identity and listed size; ``shown`` names it
+    in a warning: a member's copy by the member), or ``None`` with a warning: unreadable,
+    or not of its listed size (changed during the run: scores of other bytes than the
+    listed ones; a file of size 0 that reads otherwise, as in ``/proc``, has no size of
+    its content)."""
     try:
-        fh, st = open_regular_file(f.path, expect=(f.dev, f.ino))
+        fh, st = open_regular_file(f[0], expect=f[1])
         with fh:
             data = fh.read()
     except OSError as exc:
-        on_warning(ScanWarning(f.path, exc.strerror or str(exc)))
+        on_warning(ScanWarning(shown, exc.strerror or str(exc)))
         return None
-    if large.changed_since(f.size, st.st_size, len(data)):
-        on_warning(ScanWarning(f.path, str(large.Changed(f.path, f.size, len(data)))))
+    if large.changed_since(f[2], st.st_size, len(data)):
+        on_warning(ScanWarning(shown, str(large.Changed(shown, f[2], len(data)))))
         return None
     return data
 
@@ -347,13 +345,23 @@ def compare_trees(
         stats,
     )
     changed = [r for r in common if ta[r].size != tb[r].size or ta[r].digest != tb[r].digest]
-    members = _member_data([ta[r] for r in changed] + [tb[r] for r in changed], on_warning)
-    for rel in common:
-        fa, fb = ta[rel], tb[rel]
-        if fa.size == fb.size and fa.digest is not None and fa.digest == fb.digest:
-            records.append(FileComparison("same", 1, rel, rel, fa.size, fb.size, 100.0, 1.0, 1.0))
-            continue
-        records.append(_changed(fa, fb, on_warning, stats, members))
+    with read_members(
+        (
+            (f.archive, f.path, f.size, _large(ta[r], tb[r]))
+            for r in changed
+            for f in (ta[r], tb[r])
+            if f.archive is not None and not f.unreadable
+        ),
+        on_warning,
+    ) as members:
+        for rel in common:
+            fa, fb = ta[rel], tb[rel]
+            if fa.size == fb.size and fa.digest is not None and fa.digest == fb.digest:
+                records.append(
+                    FileComparison("same", 1, rel, rel, fa.size, fb.size, 100.0, 1.0, 1.0)
+                )
+                continue
+            records.append(_changed(fa, fb, on_warning, stats, members))
     left_a = {r: f for r, f in ta.items() if r not in tb}
     left_b = {r: f for r, f in tb.items() if r not in ta}
 
@@ -451,16 +459,9 @@ def _queries(root: str, left: dict[str, TreeFile]) -> list[str]:
     return [root] if os.path.isfile(root) else [f.path for f in left.values()]
 
 
-def _member_data(files: Sequence[TreeFile], on_warning: WarningSink) -> dict[str, bytes]:
-    """The bytes of the archive members among ``files``: one read of each archive."""
-    by_archive: dict[str, set[str]] = defaultdict(set)
-    for f in files:
-        if f.archive is not None:
-            by_archive[f.archive].add(f.path)
-    out: dict[str, bytes] = {}
-    for archive, wanted in by_archive.items():
-        out.update(_members(archive, wanted, on_warning))
-    return out
+def _large(fa: TreeFile, fb: TreeFile) -> bool:
+    """Whether two files at one path are scored a step at a time (:mod:`sif.compare.large`)."""
+    return 8 * (fa.size + fb.size) > large.EXACT_BYTES
 
 
 def _changed(
@@ -468,34 +469,41 @@ def _changed(
     fb: TreeFile,
     on_warning: WarningSink,
     stats: CompareStats,
-    members: dict[str, bytes],
+    members: Members,
 ) -> FileComparison:
-    """Pass 1's ``changed``: the exact containments of two files at one path."""
+    """Pass 1's ``changed``: the exact containments of two files at one path (a member
+    of an archive in memory or in this run's copy of it: :mod:`sif.compare.members`)."""
     from sif.core.exactsets import containment, window_set
 
-    if fa.unreadable or fb.unreadable:  # named in a warning already: no score
-        return FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
     unscored = FileComparison("changed", 1, fa.rel, fb.rel, fa.size, fb.size, exact=False)
-    if not fa.archive and not fb.archive and 8 * (fa.size + fb.size) > large.EXACT_BYTES:
+    if fa.unreadable or fb.unreadable:  # named in a warning already: no score
+        return unscored
+    sides: list[bytes | large.Listed | None] = [
+        members.get(f.path) if f.archive else (f.path, (f.dev, f.ino), f.size) for f in (fa, fb)
+    ]
+    sa, sb = sides
+    if sa is None or sb is None:  # a member not read: warned when its archive was read
+        return unscored
+    shown = {s[0]: f.path for s, f in zip(sides, (fa, fb), strict=True) if isinstance(s, tuple)}
+    if _large(fa, fb) and isinstance(sa, tuple) and isinstance(sb, tuple):
         try:  # a step at a time, on a window sample (sif.compare.large)
-            ab, ba, exact = large.large_containments(
-                (fa.path, (fa.dev, fa.ino), fa.size), (fb.path, (fb.dev, fb.ino), fb.size)
-            )
+            ab, ba, exact = large.large_containments(sa, sb)
         except large.Changed as exc:
-            on_warning(ScanWarning(exc.path, str(exc)))
+            on_warning(ScanWarning(shown.get(exc.path, exc.path), str(exc)))
             return unscored
         except OSError as exc:
-            on_warning(ScanWarning(exc.filename or fa.path, exc.strerror or str(exc)))
+            name = shown.get(exc.filename, exc.filename or fa.path)
+            on_warning(ScanWarning(name, exc.strerror or str(exc)))
             return unscored
         stats.bytes_scored += fa.size + fb.size
         return FileComparison(
             "changed", 1, fa.rel, fb.rel, fa.size, fb.size, 100.0 * max(ab, ba), ab, ba,
             exact=exact, direction=direction(ab, ba),
         )  # fmt: skip
-    da = members.get(fa.path) if fa.archive else _read(fa, on_warning)
+    da = sa if isinstance(sa, bytes) else _read(sa, fa.path, on_warning)
     db = None
     if da is not None:
-        db = members.get(fb.path) if fb.archive else _read(fb, on_warning)
+        db = sb if isinstance(sb, bytes) else _read(sb, fb.path, on_warning)
     if da is None or db is None:
         return unscored
     stats.bytes_scored += len(da) + len(db)
