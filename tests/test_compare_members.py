@@ -115,7 +115,8 @@ def test_members_held_in_memory_stay_under_the_budget(
             write(tmp_path / "src" / name, data)
             tar.add(tmp_path / "src" / name, arcname=name)
     wanted = [(str(arc), f"{arc}!/{n}", len(d), n == "m0.bin") for n, d in contents.items()]
-    with members.read_members(wanted, lambda w: pytest.fail(str(w))) as got:
+    with members.Members() as got:
+        got.read(wanted, lambda w: pytest.fail(str(w)))
         assert got.held <= 25_000
         assert set(got.data) == {f"{arc}!/m1.bin", f"{arc}!/m2.bin"}
         assert set(got.files) == {f"{arc}!/m0.bin", f"{arc}!/m3.bin", f"{arc}!/m4.bin"}
@@ -138,12 +139,11 @@ def test_a_member_not_of_its_listed_size_is_a_warning_and_not_kept(
         tar.add(tmp_path / "src/m.txt", arcname="m.txt")
     for to_disk in (False, True):
         warnings: list[sif.ScanWarning] = []
-        with members.read_members(
-            [(str(arc), f"{arc}!/m.txt", 4000, to_disk)], warnings.append
-        ) as got:
+        with members.Members() as got:
+            got.read([(str(arc), f"{arc}!/m.txt", 4000, to_disk)], warnings.append)
             assert got.get(f"{arc}!/m.txt") is None
         assert [(w.path, w.cause) for w in warnings] == [
-            (f"{arc}!/m.txt", "changed during the run (5,000 bytes read, 4,000 listed)")
+            (f"{arc}!/m.txt", "changed during the run (over 4,000 bytes read, 4,000 listed)")
         ]
     assert _spools(own_tmp) == []
 
@@ -220,3 +220,109 @@ def test_two_large_members_take_memory_of_a_sample_not_of_their_sets(tmp_path: P
     line, peak = done.stdout.splitlines()
     assert line == "changed True False"  # scored, on a sample
     assert int(peak) < 200, peak
+
+
+@pytest.mark.parametrize("budget", [0, 7_000, 1 << 30])
+def test_a_name_a_tar_holds_twice_is_its_last_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_tmp: Path, budget: int
+) -> None:
+    """`tar -r` appends a second x.txt: the listing takes the last copy, and so does pass 1
+    (the first copy, of another size, was called 'changed during the run'; of the same
+    size, held in memory while the last was copied, it was scored instead)."""
+    monkeypatch.setattr(members, "MEMBER_MEMORY", budget)
+    first, last = text(90, 4000), text(91, 5000)
+    for size_first in (len(first), len(last)):
+        old = first[:size_first] if size_first <= len(first) else first
+        old = (old * 2)[:size_first]
+        write(tmp_path / "src/p/x.txt", old)
+        arc = tmp_path / "a.tar"
+        with tarfile.open(arc, "w") as tar:
+            tar.add(tmp_path / "src/p/x.txt", arcname="p/x.txt")
+        write(tmp_path / "src/p/x.txt", last)
+        with tarfile.open(arc, "a") as tar:
+            tar.add(tmp_path / "src/p/x.txt", arcname="p/x.txt")
+        write(tmp_path / "b/x.txt", edited(last, 92, 40))
+        warnings: list[sif.ScanWarning] = []
+        r = sif.compare_trees(arc, tmp_path / "b", tmp_path / "idx", on_warning=warnings.append)
+        want = sif.compare_trees(tmp_path / "src/p", tmp_path / "b", tmp_path / "idx")
+        assert warnings == []
+        assert _scores(r) == _scores(want), size_first
+        assert _spools(own_tmp) == []
+
+
+def _run_signalled(tmp_path: Path, spool: Path, prelude: str) -> subprocess.CompletedProcess[str]:
+    """A child compares two archives (every member copied) and, once pass 1 holds its
+    copies, runs ``prelude``'s ``hit()`` (a signal to itself), then finishes."""
+    a, b = _trees(tmp_path, [5000, 6000])
+    at, bz = _tar(a, tmp_path / "a.tar.gz"), _zip(b, tmp_path / "b.zip")
+    code = (
+        "import os, signal, sys, sif\n"
+        "from sif.compare import members, passes\n"
+        "members.MEMBER_MEMORY = 0\n"
+        f"{prelude}\n"
+        "real = passes._changed\n"
+        "def changed(*args):\n"
+        "    hit()\n"
+        "    return real(*args)\n"
+        "passes._changed = changed\n"
+        "r = sif.compare_trees(sys.argv[1], sys.argv[2], sys.argv[3])\n"
+        "print('finished', len(r.files))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, str(at), str(bz), str(tmp_path / "idx")],
+        capture_output=True, text=True, env={**os.environ, "TMPDIR": str(spool)}, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_removes_the_copies_then_ends_the_process_by_that_signal(
+    tmp_path: Path, sig: str
+) -> None:
+    """They ended the process at once, and the copies stayed in TMPDIR (Ctrl-C removed
+    them); now they are removed, and the process still ends by the signal."""
+    import signal
+
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    done = _run_signalled(
+        tmp_path,
+        spool,
+        "def hit():\n"
+        "    assert len(os.listdir(os.environ['TMPDIR'])) == 1, 'no copies'\n"
+        f"    os.kill(os.getpid(), signal.{sig})\n",
+    )
+    assert done.returncode == -getattr(signal, sig), (done.returncode, done.stderr)
+    assert "finished" not in done.stdout and done.stderr == ""
+    assert _spools(spool) == []
+
+
+def test_a_signal_the_caller_ignores_stays_ignored(tmp_path: Path) -> None:
+    """Under nohup (SIGHUP ignored), a SIGHUP during pass 1 changes nothing."""
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    done = _run_signalled(
+        tmp_path,
+        spool,
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "def hit():\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n",
+    )
+    assert done.returncode == 0 and done.stdout.startswith("finished"), done.stderr
+    assert _spools(spool) == []
+
+
+def test_no_usable_temporary_directory_is_a_warning_a_member_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    a, b = _trees(tmp_path, [5000])
+    at = _tar(a, tmp_path / "a.tar.gz")
+    warnings: list[sif.ScanWarning] = []
+    r = sif.compare_trees(at, b, tmp_path / "idx", on_warning=warnings.append)
+    [f] = [f for f in r.files if f.a == "d0/f0.txt"]
+    assert (f.status, f.score) == ("changed", None)
+    [w] = warnings
+    assert w.path == f"{at}!/proj/d0/f0.txt"
+    assert w.cause.startswith(f"cannot be copied for comparison into {tmp_path / 'gone'}")
+    assert w.cause.endswith(": No such file or directory")

@@ -200,6 +200,7 @@ def test_a_file_cut_short_after_it_is_opened_is_compared_as_read_not_a_crash(
         "import os, sys\n"
         "from sif.passages import _opened\n"
         "with _opened(sys.argv[1], 'raw', lambda w: None) as c:\n"
+        "    c.data  # read (it was mapped)\n"
         "    os.truncate(sys.argv[1], 0)\n"
         "    print(len(c.data), int(c.data.sum()))\n"
     )
@@ -224,16 +225,16 @@ def test_a_file_that_changed_since_its_fstat_is_an_input_error_naming_it(
     f.write_bytes(b"x" * 10_000)
     fd = os.open(f, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
         if change == "shorter":
             os.truncate(f, 4_000)
         else:
             with open(f, "ab") as out:
                 out.write(b"y")
         with pytest.raises(InputError, match=r"a\.txt: changed while it was read"):
-            _read_whole(fd, size, str(f))
+            _read_whole(fd, st, str(f))
         os.lseek(fd, 0, os.SEEK_SET)
-        assert bytes(_read_whole(fd, os.fstat(fd).st_size, str(f))) == f.read_bytes()
+        assert bytes(_read_whole(fd, os.fstat(fd), str(f))) == f.read_bytes()
     finally:
         os.close(fd)
 
@@ -246,7 +247,59 @@ def test_a_file_listed_at_size_0_is_read_to_its_end() -> None:
 
     fd = os.open("/proc/self/status", os.O_RDONLY)
     try:
-        data = bytes(_read_whole(fd, 0, "/proc/self/status"))
+        data = bytes(_read_whole(fd, os.fstat(fd), "/proc/self/status"))
     finally:
         os.close(fd)
     assert data.startswith(b"Name:")
+
+
+def test_a_sys_file_is_read_as_what_it_holds_not_called_changed() -> None:
+    """/sys lists 4096 bytes for a line: its fstat is the same once read, so it did not
+    change (it was 'changed while it was read (4 bytes read, 4,096 listed)'; mapped,
+    'No such device')."""
+    import os
+
+    from sif.passages import _read_whole
+
+    path = "/sys/devices/system/cpu/online"  # sysfs, on any Linux (sif's platform)
+    with open(path, "rb") as f:
+        want = f.read()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        assert st.st_size != len(want)  # the size it lists is not its content's
+        assert bytes(_read_whole(fd, st, path)) == want
+    finally:
+        os.close(fd)
+
+
+def test_files_of_two_kinds_are_refused_before_either_is_read_whole(tmp_path: Path) -> None:
+    """A 2 GB binary file against a text file: the kinds differ, seen from their first
+    bytes; read whole first, the binary took 2 GB and seconds before the same refusal
+    (the peak of a child, VmHWM)."""
+    import subprocess
+    import sys
+
+    big = tmp_path / "disk.img"
+    with open(big, "wb") as f:
+        f.write(b"\x7fELF\x00\x01" * 100)
+        f.truncate(2 << 30)  # sparse
+    (tmp_path / "a.txt").write_bytes(text(2, 5000))
+    code = (
+        "import sys\n"
+        "from sif.errors import ConfigError\n"
+        "from sif.passages import explain\n"
+        "try:\n"
+        "    explain(sys.argv[1], sys.argv[2])\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+        "print([int(x.split()[1]) // 1024 for x in open('/proc/self/status')\n"
+        "       if x.startswith('VmHWM')][0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(big), str(tmp_path / "a.txt")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    refusal, peak = done.stdout.splitlines()
+    assert refusal.endswith("only files of one kind are compared"), refusal
+    assert int(peak) < 500, peak

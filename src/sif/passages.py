@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,11 +165,24 @@ class Explanation:
 
 @dataclass
 class _Content:
+    """A content to compare; a plain file's bytes are read when first asked for
+    (:attr:`data`), once its kind is known: two files of different kinds are refused
+    before either is read whole."""
+
     path: str
     kind: str
     view: str
     mapped: bool
-    data: U8
+    loaded: U8 | None = None
+    load: Callable[[], U8] | None = field(default=None, repr=False)
+
+    @property
+    def data(self) -> U8:
+        if self.loaded is None:
+            assert self.load is not None
+            self.loaded = self.load()
+            self.load = None
+        return self.loaded
 
 
 def _origin(path: str) -> str:
@@ -199,33 +212,40 @@ def _origin(path: str) -> str:
     return path
 
 
-def _read_whole(fd: int, size: int, path: str) -> U8:
-    """The ``size`` bytes of the open file ``fd``, read into memory, or
-    :class:`InputError` when it holds other than ``size`` bytes: it changed since its
-    ``fstat`` (a file of size 0 is read to its end: ``/proc`` and ``/sys`` list no size
-    of their content).
+def _read_whole(fd: int, st: os.stat_result, path: str) -> U8:
+    """The content of the open file ``fd`` (``st``: its ``fstat`` when opened), read into
+    memory, or :class:`InputError` when it holds other than its size: it changed since.
+
+    A pseudo-file lists a size that is not its content's: ``/proc`` lists 0, ``/sys``
+    4096 for a line. One whose ``fstat`` is still ``st`` once read did not change: its
+    content is what it read (to its end).
 
     Read, not mapped: a mapped file cut short by another process while it is compared
-    ends the run with SIGBUS at the first page past its new end. The resident memory is
-    the same (a mapping's touched pages count as the read copy does).
+    ended the run with SIGBUS at the first page past its new end. Memory: the file's
+    size, in the process's own pages (a mapping's were the page cache's).
     """
     shown = display_path(path)
+    size = st.st_size
     with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
         try:
-            if size == 0:
-                return np.frombuffer(f.read(), dtype=np.uint8)
             arr = np.empty(size, dtype=np.uint8)
             view = arr.data
             total = 0
             while total < size and (n := f.readinto(view[total:])):
                 total += n
             more = f.read(1) if total == size else b""
+            if total == size and not more:
+                return arr
+            now = os.fstat(fd)
+            if (now.st_size, now.st_mtime_ns) == (size, st.st_mtime_ns):  # a pseudo-file
+                if more:
+                    more += f.read()
+                    return np.concatenate([arr, np.frombuffer(more, dtype=np.uint8)])
+                return arr[:total].copy()
         except OSError as exc:
             raise InputError(f"{shown}: {exc.strerror or exc}") from None
-    if total != size or more:
-        got = f"{total:,}" if not more else f"over {size:,}"
-        raise InputError(f"{shown}: changed while it was read ({got} bytes read, {size:,} listed)")
-    return arr
+    got = f"{total:,}" if not more else f"over {size:,}"
+    raise InputError(f"{shown}: changed while it was read ({got} bytes read, {size:,} listed)")
 
 
 @contextmanager
@@ -261,21 +281,23 @@ def _opened(path: str, normalize: str, on_warning: WarningSink) -> Iterator[_Con
     assert chosen is not None
     entry, data, view, mapped = chosen
     if data is not None and entry is not None:
-        arr = np.frombuffer(data, dtype=np.uint8)
-        yield _Content(path, entry.kind, view, mapped, arr)
+        yield _Content(path, entry.kind, view, mapped, np.frombuffer(data, dtype=np.uint8))
         return
     try:
         fd, st = open_regular(origin)
     except OSError as exc:
         raise InputError(f"{display_path(path)}: {exc.strerror or exc}") from None
     try:
-        arr = _read_whole(fd, st.st_size, path)
+        from sif.content import SAMPLE_SIZE
+
+        try:
+            head = os.pread(fd, SAMPLE_SIZE, 0)
+        except OSError as exc:
+            raise InputError(f"{display_path(path)}: {exc.strerror or exc}") from None
+        kind = entry.kind if entry is not None else kind_of(head)
+        yield _Content(path, kind, view, mapped, load=lambda: _read_whole(fd, st, path))
     finally:
         os.close(fd)
-    from sif.content import SAMPLE_SIZE
-
-    kind = entry.kind if entry is not None else kind_of(bytes(arr[:SAMPLE_SIZE]))
-    yield _Content(path, kind, view, mapped, arr)
 
 
 # --- the computation ------------------------------------------------------------------

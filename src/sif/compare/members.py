@@ -8,21 +8,29 @@ tarballs holding two versions of a 100 MB file took 3.6 GB and 27 s. Now a
 member is held in memory while the members held total under
 :data:`MEMBER_MEMORY` and its pair is small (under
 :data:`sif.compare.large.EXACT_BYTES` of sets); the others are copied, a
-megabyte at a time, into a private temporary directory (under ``TMPDIR``,
-removed when the pass ends, :meth:`Members.close`), and scored as files on
-disk are: a large pair a step at a time, on a sample
-(:mod:`sif.compare.large`). A member that cannot be copied (a full disk) or
-that reads other than its listed size is a warning, and its pair gets no
-score.
+megabyte at a time, into a private temporary directory (Python's
+:func:`tempfile.gettempdir`: ``TMPDIR`` if it can be written, else ``/tmp``
+...), and scored as files on disk are: a large pair a step at a time, on a
+sample (:mod:`sif.compare.large`). The directory goes when the pass ends,
+on Ctrl-C, and on SIGTERM or SIGHUP (then the process ends by that signal);
+only a SIGKILL leaves it (``sif-compare-*``).
+
+A member that cannot be copied (a full disk) or that reads other than its
+listed size is a warning naming it, and its pair gets no score. A name a tar
+holds twice (``tar -r``) is its last copy, as when the archive was listed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Iterable
+from types import FrameType
 from typing import Any
 
 from sif.compare.large import Listed
@@ -34,17 +42,38 @@ MEMBER_MEMORY = 64 << 20
 SPOOL_PREFIX = "sif-compare-"
 #: Bytes copied at a time.
 COPY_BYTES = 1 << 20
+#: Signals that remove the copies before they end the process (their default action).
+_ENDING = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Ended(BaseException):
+    """A signal of :data:`_ENDING` arrived while copies exist."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _end(signum: int, frame: FrameType | None) -> None:
+    raise _Ended(signum)
 
 
 class Members:
     """The members read for pass 1, by their path (``ARCHIVE!/MEMBER``): bytes in memory,
-    or a temporary file of this run as a :data:`sif.compare.large.Listed`."""
+    or a temporary file of this run as a :data:`sif.compare.large.Listed`.
+
+    A context manager: on leaving, the copies are removed; inside, SIGTERM and
+    SIGHUP (when at their default action, in the main thread) remove them too,
+    then end the process as they would have.
+    """
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
         self.files: dict[str, Listed] = {}
         self.held = 0
         self.directory: str | None = None
+        self._pending: dict[str, ScanWarning] = {}
+        self._handlers: dict[int, Any] = {}
 
     def get(self, path: str) -> bytes | Listed | None:
         """The member's bytes, its copy on disk, or ``None`` (not read: warned)."""
@@ -58,87 +87,118 @@ class Members:
             self.directory = None
 
     def __enter__(self) -> Members:
+        if threading.current_thread() is threading.main_thread():
+            for sig in _ENDING:
+                if signal.getsignal(sig) is signal.SIG_DFL:
+                    self._handlers[sig] = signal.signal(sig, _end)
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def keep(self, e: Any, listed: int, to_disk: bool, on_warning: WarningSink) -> None:
-        """The entry ``e`` of listed size ``listed``, in memory or (``to_disk``, or past
-        :data:`MEMBER_MEMORY`) in a temporary file."""
-        if not to_disk and self.held + listed <= MEMBER_MEMORY:
-            data = e.read()
-            if _same_size(e.path, listed, len(data), on_warning):
-                self.data[e.path] = data
-                self.held += len(data)
-            return
-        self._copy(e, listed, on_warning)
-
-    def _copy(self, e: Any, listed: int, on_warning: WarningSink) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         try:
-            if self.directory is None:
-                self.directory = tempfile.mkdtemp(prefix=SPOOL_PREFIX)
-            fd, path = tempfile.mkstemp(dir=self.directory)
-        except OSError as exc:
-            on_warning(ScanWarning(e.path, _no_room(exc, self.directory)))
-            return
-        written = 0
-        try:
-            with os.fdopen(fd, "wb") as out, e.open() as src:
-                while True:
-                    try:
-                        chunk = src.read(COPY_BYTES)
-                    except OSError as exc:  # the archive, not the copy
-                        on_warning(ScanWarning(e.path, exc.strerror or str(exc)))
-                        os.unlink(path)
-                        return
-                    if not chunk:
-                        break
-                    out.write(chunk)
-                    written += len(chunk)
-            st = os.stat(path)
-        except OSError as exc:
-            on_warning(ScanWarning(e.path, _no_room(exc, self.directory)))
-            os.unlink(path)  # this run's copy, cut short
-            return
-        if not _same_size(e.path, listed, written, on_warning):
-            os.unlink(path)
-            return
-        self.files[e.path] = (path, (st.st_dev, st.st_ino), written)
+            self.close()
+        finally:
+            for sig, old in self._handlers.items():
+                signal.signal(sig, old)
+            self._handlers.clear()
+        if isinstance(exc, _Ended):
+            signal.raise_signal(exc.signum)  # the default action: the process ends
 
+    def read(self, wanted: Iterable[tuple[str, str, int, bool]], on_warning: WarningSink) -> None:
+        """The members ``wanted`` (archive, member path, listed size, whether to copy it to
+        disk whatever its size), one read of each archive."""
+        from sif.content import ContentOptions, entries
 
-def _no_room(exc: OSError, directory: str | None) -> str:
-    where = directory or exc.filename or tempfile.gettempdir()
-    return f"cannot be copied for comparison into {where}: {exc.strerror or exc}"
-
-
-def _same_size(path: str, listed: int, read: int, on_warning: WarningSink) -> bool:
-    """Whether a member read ``read`` bytes where its listing said ``listed``; if not, a
-    warning: the archive changed during the run, or its stream ended early."""
-    if read == listed:
-        return True
-    on_warning(
-        ScanWarning(path, f"changed during the run ({read:,} bytes read, {listed:,} listed)")
-    )
-    return False
-
-
-def read_members(wanted: Iterable[tuple[str, str, int, bool]], on_warning: WarningSink) -> Members:
-    """The members ``wanted`` (archive, member path, listed size, whether to copy it to
-    disk whatever its size), one read of each archive. The caller closes the result."""
-    from sif.content import ContentOptions, entries
-
-    by_archive: dict[str, dict[str, tuple[int, bool]]] = defaultdict(dict)
-    for archive, path, size, to_disk in wanted:
-        by_archive[archive][path] = (size, to_disk)
-    out = Members()
-    try:
+        by_archive: dict[str, dict[str, tuple[int, bool]]] = defaultdict(dict)
+        for archive, path, size, to_disk in wanted:
+            by_archive[archive][path] = (size, to_disk)
         for archive, members in by_archive.items():
             options = ContentOptions(normalize="unpack")
             for e in entries(archive, options=options, on_warning=on_warning):
                 if e.path in members:
-                    out.keep(e, *members[e.path], on_warning)
-    except BaseException:
-        out.close()
-        raise
-    return out
+                    self._keep(e, *members[e.path])
+            # A name held twice is its last copy: only that one's warning is told.
+            for w in self._pending.values():
+                on_warning(w)
+            self._pending.clear()
+
+    def _drop(self, path: str) -> None:
+        """Forget an earlier copy of ``path`` (a name a tar holds twice)."""
+        self._pending.pop(path, None)
+        data = self.data.pop(path, None)
+        if data is not None:
+            self.held -= len(data)
+        listed = self.files.pop(path, None)
+        if listed is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(listed[0])  # this run's copy
+
+    def _warn(self, path: str, cause: str) -> None:
+        self._pending[path] = ScanWarning(path, cause)
+
+    def _keep(self, e: Any, listed: int, to_disk: bool) -> None:
+        """The entry ``e`` of listed size ``listed``, in memory or (``to_disk``, or past
+        :data:`MEMBER_MEMORY`) in a temporary file."""
+        self._drop(e.path)
+        if not to_disk and self.held + listed <= MEMBER_MEMORY:
+            try:
+                data = e.read(listed + 1)  # no more than listed: one byte tells a change
+            except OSError as exc:
+                self._warn(e.path, exc.strerror or str(exc))
+                return
+            if self._same_size(e.path, listed, len(data)):
+                self.data[e.path] = data
+                self.held += len(data)
+            return
+        self._copy(e, listed)
+
+    def _copy(self, e: Any, listed: int) -> None:
+        try:
+            src = e.open()
+        except OSError as exc:
+            self._warn(e.path, exc.strerror or str(exc))
+            return
+        with src:
+            try:
+                if self.directory is None:
+                    self.directory = tempfile.mkdtemp(prefix=SPOOL_PREFIX)
+                fd, path = tempfile.mkstemp(dir=self.directory)
+            except OSError as exc:
+                self._warn(e.path, _no_room(exc, self.directory))
+                return
+            written = 0
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    while written <= listed:
+                        try:
+                            chunk = src.read(COPY_BYTES)
+                        except OSError as exc:  # the archive, not the copy
+                            self._warn(e.path, exc.strerror or str(exc))
+                            written = -1
+                            break
+                        if not chunk:
+                            break
+                        out.write(chunk)
+                        written += len(chunk)
+                st = os.stat(path)
+            except OSError as exc:
+                self._warn(e.path, _no_room(exc, self.directory))
+                written = -1
+        if written < 0 or not self._same_size(e.path, listed, written):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # this run's copy, cut short
+            return
+        self.files[e.path] = (path, (st.st_dev, st.st_ino), written)
+
+    def _same_size(self, path: str, listed: int, read: int) -> bool:
+        """Whether a member read ``read`` bytes where its listing said ``listed``; if not,
+        a warning: the archive changed during the run, or its stream ended early."""
+        if read == listed:
+            return True
+        got = f"{read:,}" if read <= listed else f"over {listed:,}"
+        self._warn(path, f"changed during the run ({got} bytes read, {listed:,} listed)")
+        return False
+
+
+def _no_room(exc: OSError, directory: str | None) -> str:
+    where = directory or exc.filename or "a temporary directory"
+    return f"cannot be copied for comparison into {where}: {exc.strerror or exc}"

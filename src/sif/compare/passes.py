@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import blake3
 
 from sif.compare import large
-from sif.compare.members import Members, read_members
+from sif.compare.members import Members
 from sif.compare.model import CONTAINED, CompareResult, CompareStats, FileComparison
 from sif.compare.rollup import rollup
 from sif.errors import ConfigError
@@ -345,15 +345,16 @@ def compare_trees(
         stats,
     )
     changed = [r for r in common if ta[r].size != tb[r].size or ta[r].digest != tb[r].digest]
-    with read_members(
-        (
-            (f.archive, f.path, f.size, _large(ta[r], tb[r]))
-            for r in changed
-            for f in (ta[r], tb[r])
-            if f.archive is not None and not f.unreadable
-        ),
-        on_warning,
-    ) as members:
+    with Members() as members:
+        members.read(
+            (
+                (f.archive, f.path, f.size, _large(ta[r], tb[r]))
+                for r in changed
+                for f in (ta[r], tb[r])
+                if f.archive is not None and not f.unreadable
+            ),
+            on_warning,
+        )
         for rel in common:
             fa, fb = ta[rel], tb[rel]
             if fa.size == fb.size and fa.digest is not None and fa.digest == fb.digest:
