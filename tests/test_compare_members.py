@@ -287,6 +287,8 @@ def test_sigterm_or_sighup_removes_the_copies_then_ends_the_process_by_that_sign
     done = _run_signalled(
         tmp_path,
         spool,
+        # At its default action whatever the parent left (nohup ignores SIGHUP).
+        f"signal.signal(signal.{sig}, signal.SIG_DFL)\n"
         "def hit():\n"
         "    assert len(os.listdir(os.environ['TMPDIR'])) == 1, 'no copies'\n"
         f"    os.kill(os.getpid(), signal.{sig})\n",
