@@ -328,3 +328,51 @@ def test_no_usable_temporary_directory_is_a_warning_a_member_not_an_error(
     assert w.path == f"{at}!/proj/d0/f0.txt"
     assert w.cause.startswith(f"cannot be copied for comparison into {tmp_path / 'gone'}")
     assert w.cause.endswith(": No such file or directory")
+
+
+def test_signals_while_the_copies_are_removed_wait_until_they_are_gone(tmp_path: Path) -> None:
+    """A SIGTERM then a SIGHUP as pass 1 removes its copies (a child sends them from
+    inside the removal): they cut it short, with a traceback, exit 1 and the copies
+    left; now they are noted, the removal ends, then the first ends the process."""
+    import signal
+
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    done = _run_signalled(
+        tmp_path,
+        spool,
+        "import shutil\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+        "real_rmtree = shutil.rmtree\n"
+        "def rmtree(path, *args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    return real_rmtree(path, *args, **kwargs)\n"
+        "shutil.rmtree = rmtree\n"
+        "def hit():\n"
+        "    pass\n",
+    )
+    assert done.returncode == -signal.SIGTERM, (done.returncode, done.stderr)
+    assert done.stderr == "" and "finished" not in done.stdout
+    assert _spools(spool) == []
+
+
+def test_a_member_gone_from_its_archive_since_it_was_listed_is_named(
+    tmp_path: Path, own_tmp: Path
+) -> None:
+    arc = tmp_path / "x.tar"
+    write(tmp_path / "src/m.txt", text(93, 3000))
+    with tarfile.open(arc, "w") as tar:
+        tar.add(tmp_path / "src/m.txt", arcname="m.txt")
+    warnings: list[sif.ScanWarning] = []
+    with members.Members() as got:
+        got.read(
+            [(str(arc), f"{arc}!/m.txt", 3000, False), (str(arc), f"{arc}!/gone.txt", 10, True)],
+            warnings.append,
+        )
+        assert got.get(f"{arc}!/m.txt") == text(93, 3000)
+        assert got.get(f"{arc}!/gone.txt") is None
+    assert [(w.path, w.cause) for w in warnings] == [
+        (f"{arc}!/gone.txt", "gone from its archive since it was listed")
+    ]

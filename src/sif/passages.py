@@ -212,13 +212,18 @@ def _origin(path: str) -> str:
     return path
 
 
+#: Bytes a pseudo-file (:func:`_read_whole`) may hold past the size it lists.
+PSEUDO_MAX_BYTES = 64 << 20
+
+
 def _read_whole(fd: int, st: os.stat_result, path: str) -> U8:
     """The content of the open file ``fd`` (``st``: its ``fstat`` when opened), read into
     memory, or :class:`InputError` when it holds other than its size: it changed since.
 
     A pseudo-file lists a size that is not its content's: ``/proc`` lists 0, ``/sys``
-    4096 for a line. One whose ``fstat`` is still ``st`` once read did not change: its
-    content is what it read (to its end).
+    4096 for a line. One whose ``fstat`` is still ``st`` once read (size, mtime and
+    ctime: ``touch -r`` puts an mtime back, never a ctime) did not change: its content
+    is what it read, to its end (at most :data:`PSEUDO_MAX_BYTES` past its size).
 
     Read, not mapped: a mapped file cut short by another process while it is compared
     ended the run with SIGBUS at the first page past its new end. Memory: the file's
@@ -237,9 +242,15 @@ def _read_whole(fd: int, st: os.stat_result, path: str) -> U8:
             if total == size and not more:
                 return arr
             now = os.fstat(fd)
-            if (now.st_size, now.st_mtime_ns) == (size, st.st_mtime_ns):  # a pseudo-file
+            same = (now.st_size, now.st_mtime_ns, now.st_ctime_ns)
+            if same == (size, st.st_mtime_ns, st.st_ctime_ns):  # a pseudo-file
                 if more:
-                    more += f.read()
+                    more += f.read(PSEUDO_MAX_BYTES)
+                    if len(more) > PSEUDO_MAX_BYTES:
+                        raise InputError(
+                            f"{shown}: lists {size:,} bytes and holds over "
+                            f"{PSEUDO_MAX_BYTES:,}: not compared"
+                        )
                     return np.concatenate([arr, np.frombuffer(more, dtype=np.uint8)])
                 return arr[:total].copy()
         except OSError as exc:

@@ -13,7 +13,7 @@ megabyte at a time, into a private temporary directory (Python's
 ...), and scored as files on disk are: a large pair a step at a time, on a
 sample (:mod:`sif.compare.large`). The directory goes when the pass ends,
 on Ctrl-C, and on SIGTERM or SIGHUP (then the process ends by that signal);
-only a SIGKILL leaves it (``sif-compare-*``).
+a signal it does not handle (SIGKILL, SIGQUIT...) leaves it (``sif-compare-*``).
 
 A member that cannot be copied (a full disk) or that reads other than its
 listed size is a warning naming it, and its pair gets no score. A name a tar
@@ -29,7 +29,7 @@ import signal
 import tempfile
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -54,17 +54,16 @@ class _Ended(BaseException):
         self.signum = signum
 
 
-def _end(signum: int, frame: FrameType | None) -> None:
-    raise _Ended(signum)
-
-
 class Members:
     """The members read for pass 1, by their path (``ARCHIVE!/MEMBER``): bytes in memory,
     or a temporary file of this run as a :data:`sif.compare.large.Listed`.
 
     A context manager: on leaving, the copies are removed; inside, SIGTERM and
     SIGHUP (when at their default action, in the main thread) remove them too,
-    then end the process as they would have.
+    then end the process as they would have. While the handlers are put in
+    place, while the directory is made, and while the copies are removed, such
+    a signal, or a Ctrl-C the caller handles, is only noted, and acted on once
+    that is done: a second signal cannot cut the removal short.
     """
 
     def __init__(self) -> None:
@@ -74,6 +73,8 @@ class Members:
         self.directory: str | None = None
         self._pending: dict[str, ScanWarning] = {}
         self._handlers: dict[int, Any] = {}
+        self._quiet = 0  # depth of the sections where a signal is noted, not acted on
+        self._noted: int | None = None
 
     def get(self, path: str) -> bytes | Listed | None:
         """The member's bytes, its copy on disk, or ``None`` (not read: warned)."""
@@ -86,22 +87,68 @@ class Members:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
 
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Also at the first instruction of __exit__ (Python runs handlers on entering a
+        # function), before it can say so itself: a Ctrl-C then a SIGTERM 0.5 ms later
+        # raised there and left the copies.
+        if self._quiet or (frame is not None and frame.f_code is _EXIT_CODE):
+            if self._noted is None or self._noted == signal.SIGINT:
+                self._noted = signum  # an ending signal outranks a Ctrl-C
+            return
+        if signum == signal.SIGINT:
+            self._handlers[signum](signum, frame)  # the caller's: KeyboardInterrupt
+            return
+        # Noted too: raised in a generator's finaliser, Python prints it and goes on
+        # ("Exception ignored in"); :meth:`check` and the exit act on it then.
+        self._noted = signum
+        raise _Ended(signum)
+
+    def check(self) -> None:
+        """Act on an ending signal that was noted but not acted on (see above)."""
+        if self._noted is not None and self._noted != signal.SIGINT and not self._quiet:
+            raise _Ended(self._noted)
+
+    @contextlib.contextmanager
+    def _held_back(self) -> Iterator[None]:
+        """Signals noted, not acted on, inside; the first one noted acted on after."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
+        if not self._quiet and self._noted is not None:
+            signum, self._noted = self._noted, None
+            raise _Ended(signum)
+
     def __enter__(self) -> Members:
-        if threading.current_thread() is threading.main_thread():
-            for sig in _ENDING:
-                if signal.getsignal(sig) is signal.SIG_DFL:
-                    self._handlers[sig] = signal.signal(sig, _end)
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._quiet += 1
+        for sig in _ENDING:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                self._handlers[sig] = signal.signal(sig, self._on_signal)
+        if self._handlers and callable(signal.getsignal(signal.SIGINT)):
+            # Ctrl-C as the caller handles it, but only noted while the copies go.
+            self._handlers[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_signal)
+        self._quiet -= 1
+        if self._noted is not None:  # while the handlers were put in place
+            self.__exit__(None, None, None)
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        self._quiet += 1  # for good: nothing cuts the removal short
         try:
             self.close()
         finally:
             for sig, old in self._handlers.items():
                 signal.signal(sig, old)
             self._handlers.clear()
-        if isinstance(exc, _Ended):
-            signal.raise_signal(exc.signum)  # the default action: the process ends
+        signum = exc.signum if isinstance(exc, _Ended) else self._noted
+        self._noted = None
+        if signum is not None and not (signum == signal.SIGINT and exc is not None):
+            # An ending signal's default action ends the process; a Ctrl-C noted while
+            # the copies went is the caller's again (one already on its way suffices).
+            signal.raise_signal(signum)
 
     def read(self, wanted: Iterable[tuple[str, str, int, bool]], on_warning: WarningSink) -> None:
         """The members ``wanted`` (archive, member path, listed size, whether to copy it to
@@ -113,13 +160,18 @@ class Members:
             by_archive[archive][path] = (size, to_disk)
         for archive, members in by_archive.items():
             options = ContentOptions(normalize="unpack")
+            seen: set[str] = set()
             for e in entries(archive, options=options, on_warning=on_warning):
+                self.check()
                 if e.path in members:
                     self._keep(e, *members[e.path])
+                    seen.add(e.path)
             # A name held twice is its last copy: only that one's warning is told.
             for w in self._pending.values():
                 on_warning(w)
             self._pending.clear()
+            for path in sorted(members.keys() - seen):
+                on_warning(ScanWarning(path, "gone from its archive since it was listed"))
 
     def _drop(self, path: str) -> None:
         """Forget an earlier copy of ``path`` (a name a tar holds twice)."""
@@ -160,7 +212,8 @@ class Members:
         with src:
             try:
                 if self.directory is None:
-                    self.directory = tempfile.mkdtemp(prefix=SPOOL_PREFIX)
+                    with self._held_back():  # made and named as one step
+                        self.directory = tempfile.mkdtemp(prefix=SPOOL_PREFIX)
                 fd, path = tempfile.mkstemp(dir=self.directory)
             except OSError as exc:
                 self._warn(e.path, _no_room(exc, self.directory))
@@ -169,8 +222,8 @@ class Members:
             try:
                 with os.fdopen(fd, "wb") as out:
                     while written <= listed:
-                        try:
-                            chunk = src.read(COPY_BYTES)
+                        try:  # no more than listed: one byte tells a change
+                            chunk = src.read(min(COPY_BYTES, listed + 1 - written))
                         except OSError as exc:  # the archive, not the copy
                             self._warn(e.path, exc.strerror or str(exc))
                             written = -1
@@ -202,3 +255,6 @@ class Members:
 def _no_room(exc: OSError, directory: str | None) -> str:
     where = directory or exc.filename or "a temporary directory"
     return f"cannot be copied for comparison into {where}: {exc.strerror or exc}"
+
+
+_EXIT_CODE = Members.__exit__.__code__

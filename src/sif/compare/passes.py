@@ -356,6 +356,7 @@ def compare_trees(
             on_warning,
         )
         for rel in common:
+            members.check()
             fa, fb = ta[rel], tb[rel]
             if fa.size == fb.size and fa.digest is not None and fa.digest == fb.digest:
                 records.append(
