@@ -376,3 +376,128 @@ def test_a_member_gone_from_its_archive_since_it_was_listed_is_named(
     assert [(w.path, w.cause) for w in warnings] == [
         (f"{arc}!/gone.txt", "gone from its archive since it was listed")
     ]
+
+
+def _two_archives(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = _trees(tmp_path, [5000, 6000])
+    return _tar(a, tmp_path / "a.tar.gz"), _zip(b, tmp_path / "b.zip")
+
+
+def _handlers() -> tuple[object, ...]:
+    import signal
+
+    return tuple(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+
+def test_a_ctrl_c_while_the_directory_is_made_is_a_keyboard_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_tmp: Path
+) -> None:
+    """Noted while mkdtemp ran, it came out as sif's private _Ended(2), a traceback and
+    exit 1 in the CLI; now the caller's Ctrl-C handler has it, after the directory is
+    named (and so removed)."""
+    import signal
+
+    monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
+    at, bz = _two_archives(tmp_path)
+    real = tempfile.mkdtemp
+
+    def mkdtemp(*args, **kwargs):  # type: ignore[no-untyped-def]
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    before = _handlers()
+    with pytest.raises(KeyboardInterrupt):
+        sif.compare_trees(at, bz, tmp_path / "idx")
+    assert _handlers() == before
+    assert _spools(own_tmp) == []
+
+
+def test_a_ctrl_c_during_the_removal_after_an_error_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_tmp: Path
+) -> None:
+    """Pass 1 failed (a bug, a disk error) and a Ctrl-C came while the copies went: it was
+    dropped ('one on its way suffices') and the CLI said 'error', exit 3; now the Ctrl-C
+    is the caller's, after the removal."""
+    import shutil
+    import signal
+
+    from sif.compare import passes
+
+    monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
+    at, bz = _two_archives(tmp_path)
+
+    def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom in pass 1")
+
+    real_rmtree = shutil.rmtree
+
+    def rmtree(*args, **kwargs):  # type: ignore[no-untyped-def]
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_rmtree(*args, **kwargs)
+
+    monkeypatch.setattr(passes, "_changed", failing)
+    monkeypatch.setattr(members.shutil, "rmtree", rmtree)
+    before = _handlers()
+    with pytest.raises(KeyboardInterrupt):
+        sif.compare_trees(at, bz, tmp_path / "idx")
+    assert _handlers() == before
+    assert _spools(own_tmp) == []
+
+
+def test_a_ctrl_c_during_the_removal_waits_when_sigterm_and_sighup_are_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_tmp: Path
+) -> None:
+    """With SIGTERM and SIGHUP ignored (trap '' TERM HUP), Ctrl-C was not taken over, and
+    one during the removal cut it short: the copies stayed."""
+    import shutil
+    import signal
+
+    monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
+    at, bz = _two_archives(tmp_path)
+    real_rmtree = shutil.rmtree
+    removed: list[bool] = []
+
+    def rmtree(*args, **kwargs):  # type: ignore[no-untyped-def]
+        os.kill(os.getpid(), signal.SIGINT)
+        real_rmtree(*args, **kwargs)
+        removed.append(True)
+
+    monkeypatch.setattr(members.shutil, "rmtree", rmtree)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        before = _handlers()
+        with pytest.raises(KeyboardInterrupt):
+            sif.compare_trees(at, bz, tmp_path / "idx")
+        assert _handlers() == before
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    assert removed == [True] and _spools(own_tmp) == []
+
+
+def test_a_ctrl_c_while_the_handlers_are_put_in_place_leaves_them_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_tmp: Path
+) -> None:
+    """signal.signal runs pending handlers first: a Ctrl-C pending then raised out of
+    __enter__, which left SIGTERM bound to a dead Members (every later SIGTERM of the
+    host swallowed)."""
+    import signal
+
+    at, bz = _two_archives(tmp_path)
+    real = signal.signal
+    sent: list[int] = []
+
+    def installing(sig, handler):  # type: ignore[no-untyped-def]
+        if not sent and callable(handler) and sig == signal.SIGHUP:
+            sent.append(sig)
+            os.kill(os.getpid(), signal.SIGINT)  # pending when the next install runs
+        return real(sig, handler)
+
+    monkeypatch.setattr(signal, "signal", installing)
+    monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
+    before = _handlers()
+    with pytest.raises(KeyboardInterrupt):
+        sif.compare_trees(at, bz, tmp_path / "idx")
+    assert sent and _handlers() == before
+    assert _spools(own_tmp) == []

@@ -109,10 +109,12 @@ def run_guarded(func: Callable[[], Any]) -> Any:
     ``SIF_DEBUG=1`` in the environment, its traceback follows. Click's own
     exceptions (usage errors, exits) pass through.
     """
-    interrupted = threading.Event()
+    # A plain flag, not a threading.Event: its set() takes a lock, and a second Ctrl-C
+    # landing inside the first one's set() waited on that lock for ever.
+    interrupted = [False]
 
     def on_sigint(signum: int, frame: Any) -> None:
-        interrupted.set()
+        interrupted[0] = True
         raise KeyboardInterrupt
 
     previous = None
@@ -139,7 +141,7 @@ def run_guarded(func: Callable[[], Any]) -> Any:
         click.echo(f"sif: error: {exc}", err=True)
         sys.exit(EXIT_FATAL)
     except Exception as exc:  # the last resort: one line, never a traceback
-        if interrupted.is_set():
+        if interrupted[0]:
             _exit_interrupted()
         _report_before_error()
         click.echo(f"sif: error: {describe_exception(exc)}", err=True)

@@ -73,8 +73,8 @@ class Members:
         self.directory: str | None = None
         self._pending: dict[str, ScanWarning] = {}
         self._handlers: dict[int, Any] = {}
-        self._quiet = 0  # depth of the sections where a signal is noted, not acted on
         self._noted: int | None = None
+        self._unwinding = False  # a signal was acted on: the run is on its way out
 
     def get(self, path: str) -> bytes | Listed | None:
         """The member's bytes, its copy on disk, or ``None`` (not read: warned)."""
@@ -88,67 +88,104 @@ class Members:
             self.directory = None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # Also at the first instruction of __exit__ (Python runs handlers on entering a
-        # function), before it can say so itself: a Ctrl-C then a SIGTERM 0.5 ms later
-        # raised there and left the copies.
-        if self._quiet or (frame is not None and frame.f_code is _EXIT_CODE):
+        if (
+            _QUIET[0]
+            or self._unwinding
+            # Also at the first instruction of __exit__ (Python runs handlers on entering
+            # a function), before it can say so itself.
+            or (frame is not None and frame.f_code is _EXIT_CODE)
+        ):
             if self._noted is None or self._noted == signal.SIGINT:
                 self._noted = signum  # an ending signal outranks a Ctrl-C
             return
+        # From here the run unwinds: a second signal is only noted (raised inside a
+        # generator's finaliser as the first unwinds, Python would print it).
         if signum == signal.SIGINT:
+            self._unwinding = True  # a second one while the caller's runs is noted
             self._handlers[signum](signum, frame)  # the caller's: KeyboardInterrupt
+            self._unwinding = False  # it only took note: the run goes on
             return
-        # Noted too: raised in a generator's finaliser, Python prints it and goes on
-        # ("Exception ignored in"); :meth:`check` and the exit act on it then.
-        self._noted = signum
+        self._unwinding = True
+        self._noted = signum  # and noted: a finaliser Python runs may drop the raise
         raise _Ended(signum)
 
+    def _act(self, exc: BaseException | None = None) -> None:
+        """Act on the signal noted, unless ``exc`` on its way already is its effect."""
+        signum, self._noted = self._noted, None
+        if isinstance(exc, _Ended):
+            signum = exc.signum
+        if signum is None or (signum == signal.SIGINT and isinstance(exc, KeyboardInterrupt)):
+            return
+        if signum == signal.SIGINT and signum in self._handlers:
+            self._handlers[signum](signum, None)  # the caller's own, as if it came now
+        else:
+            # The default action (the handlers are restored): the process ends.
+            signal.raise_signal(signum)
+
     def check(self) -> None:
-        """Act on an ending signal that was noted but not acted on (see above)."""
-        if self._noted is not None and self._noted != signal.SIGINT and not self._quiet:
-            raise _Ended(self._noted)
+        """Act on a signal noted but not acted on (noted in a quiet section, or raised in
+        a finaliser that dropped it: see above)."""
+        signum = self._noted
+        if signum is None or _QUIET[0]:
+            return
+        if signum != signal.SIGINT:
+            self._unwinding = True
+            raise _Ended(signum)  # still noted, for the exit
+        self._noted = None
+        if signum in self._handlers:
+            self._handlers[signum](signum, None)  # the caller's: KeyboardInterrupt
 
     @contextlib.contextmanager
     def _held_back(self) -> Iterator[None]:
-        """Signals noted, not acted on, inside; the first one noted acted on after."""
-        self._quiet += 1
+        """Signals noted, not acted on, inside; the one noted acted on after."""
+        _QUIET[0] += 1
         try:
             yield
         finally:
-            self._quiet -= 1
-        if not self._quiet and self._noted is not None:
-            signum, self._noted = self._noted, None
-            raise _Ended(signum)
+            _QUIET[0] -= 1
+        self.check()
 
     def __enter__(self) -> Members:
         if threading.current_thread() is not threading.main_thread():
             return self
-        self._quiet += 1
-        for sig in _ENDING:
-            if signal.getsignal(sig) is signal.SIG_DFL:
-                self._handlers[sig] = signal.signal(sig, self._on_signal)
-        if self._handlers and callable(signal.getsignal(signal.SIGINT)):
-            # Ctrl-C as the caller handles it, but only noted while the copies go.
-            self._handlers[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_signal)
-        self._quiet -= 1
+        _QUIET[0] += 1
+        try:
+            for sig in _ENDING:
+                if signal.getsignal(sig) is signal.SIG_DFL:
+                    self._handlers[sig] = signal.signal(sig, self._on_signal)
+            if callable(signal.getsignal(signal.SIGINT)):
+                # Ctrl-C as the caller handles it, but only noted while the copies go.
+                self._handlers[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_signal)
+        except BaseException:  # (signal.signal runs pending handlers first)
+            self._restore()
+            self._handlers = {}
+            raise
+        finally:
+            _QUIET[0] -= 1
         if self._noted is not None:  # while the handlers were put in place
             self.__exit__(None, None, None)
         return self
 
+    def _restore(self) -> None:
+        for sig, old in self._handlers.items():
+            signal.signal(sig, old)
+
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        self._quiet += 1  # for good: nothing cuts the removal short
+        _QUIET[0] += 1  # nothing cuts the removal short
         try:
             self.close()
         finally:
-            for sig, old in self._handlers.items():
-                signal.signal(sig, old)
-            self._handlers.clear()
-        signum = exc.signum if isinstance(exc, _Ended) else self._noted
-        self._noted = None
-        if signum is not None and not (signum == signal.SIGINT and exc is not None):
-            # An ending signal's default action ends the process; a Ctrl-C noted while
-            # the copies went is the caller's again (one already on its way suffices).
-            signal.raise_signal(signum)
+            try:
+                self._restore()
+            finally:
+                _QUIET[0] -= 1
+        self._unwinding = False
+        # Only the caller's Ctrl-C handler is kept, for _act; the others are restored.
+        self._handlers = {k: v for k, v in self._handlers.items() if k == signal.SIGINT}
+        try:
+            self._act(exc)
+        finally:
+            self._handlers = {}
 
     def read(self, wanted: Iterable[tuple[str, str, int, bool]], on_warning: WarningSink) -> None:
         """The members ``wanted`` (archive, member path, listed size, whether to copy it to
@@ -258,3 +295,6 @@ def _no_room(exc: OSError, directory: str | None) -> str:
 
 
 _EXIT_CODE = Members.__exit__.__code__
+#: Depth of the sections, of any :class:`Members` of the process, where a signal is only
+#: noted (a nested one's removal too: the outer one's handlers are the installed ones).
+_QUIET = [0]
