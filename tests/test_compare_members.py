@@ -490,14 +490,22 @@ def test_a_ctrl_c_while_the_handlers_are_put_in_place_leaves_them_as_they_were(
 
     def installing(sig, handler):  # type: ignore[no-untyped-def]
         if not sent and callable(handler) and sig == signal.SIGHUP:
-            sent.append(sig)
-            os.kill(os.getpid(), signal.SIGINT)  # pending when the next install runs
+            sent.append(sig)  # SIGTERM's is in place: a Ctrl-C pending before SIGHUP's
+            os.kill(os.getpid(), signal.SIGINT)  # runs first, as signal.signal would
         return real(sig, handler)
 
-    monkeypatch.setattr(signal, "signal", installing)
-    monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
-    before = _handlers()
-    with pytest.raises(KeyboardInterrupt):
-        sif.compare_trees(at, bz, tmp_path / "idx")
-    assert sent and _handlers() == before
+    # Both at their default action, whatever this process inherited (nohup ignores
+    # SIGHUP): SIGTERM's handler is put in place first, then SIGHUP's and SIGINT's.
+    defaults = {s: real(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        monkeypatch.setattr(signal, "signal", installing)
+        monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
+        before = _handlers()
+        with pytest.raises(KeyboardInterrupt):
+            sif.compare_trees(at, bz, tmp_path / "idx")
+        assert sent and _handlers() == before
+    finally:
+        monkeypatch.undo()
+        for s, h in defaults.items():
+            real(s, h)
     assert _spools(own_tmp) == []
