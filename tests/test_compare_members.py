@@ -20,7 +20,7 @@ import sif
 from sif.compare import large, members
 from sif.core import exactsets
 from textgen import edited, text
-from treeutil import write
+from treeutil import PRINT_PEAK_MIB, write
 
 
 def _trees(tmp_path: Path, sizes: list[int]) -> tuple[Path, Path]:
@@ -50,6 +50,15 @@ def _zip(src: Path, out: Path) -> Path:
 
 def _scores(r: sif.CompareResult) -> dict[str | None, tuple[object, ...]]:
     return {f.a: (f.status, f.score, f.a_in_b, f.b_in_a, f.exact) for f in r.files}
+
+
+def _tar_of(arc: Path, contents: dict[str, bytes]) -> Path:
+    """A plain tar ``arc`` of the members ``contents`` (name: bytes)."""
+    with tarfile.open(arc, "w") as tar:
+        for name, data in contents.items():
+            write(arc.parent / "src" / name, data)
+            tar.add(arc.parent / "src" / name, arcname=name)
+    return arc
 
 
 def _spools(where: Path) -> list[str]:
@@ -109,11 +118,7 @@ def test_members_held_in_memory_stay_under_the_budget(
     holds the member's bytes; close() removes the copies."""
     monkeypatch.setattr(members, "MEMBER_MEMORY", 25_000)
     contents = {f"m{k}.bin": text(70 + k, 10_000 + k) for k in range(5)}
-    arc = tmp_path / "x.tar"
-    with tarfile.open(arc, "w") as tar:
-        for name, data in contents.items():
-            write(tmp_path / "src" / name, data)
-            tar.add(tmp_path / "src" / name, arcname=name)
+    arc = _tar_of(tmp_path / "x.tar", contents)
     wanted = [(str(arc), f"{arc}!/{n}", len(d), n == "m0.bin") for n, d in contents.items()]
     with members.Members() as got:
         got.read(wanted, lambda w: pytest.fail(str(w)))
@@ -133,10 +138,7 @@ def test_members_held_in_memory_stay_under_the_budget(
 def test_a_member_not_of_its_listed_size_is_a_warning_and_not_kept(
     tmp_path: Path, own_tmp: Path
 ) -> None:
-    arc = tmp_path / "x.tar"
-    write(tmp_path / "src/m.txt", text(80, 5000))
-    with tarfile.open(arc, "w") as tar:
-        tar.add(tmp_path / "src/m.txt", arcname="m.txt")
+    arc = _tar_of(tmp_path / "x.tar", {"m.txt": text(80, 5000)})
     for to_disk in (False, True):
         warnings: list[sif.ScanWarning] = []
         with members.Members() as got:
@@ -207,10 +209,7 @@ def test_two_large_members_take_memory_of_a_sample_not_of_their_sets(tmp_path: P
         "import sys, sif\n"
         "r = sif.compare_trees(sys.argv[1], sys.argv[2], sys.argv[3])\n"
         "[f] = [f for f in r.files if f.a == 'big.txt']\n"
-        "print(f.status, f.score is not None, f.exact)\n"
-        # VmHWM, not ru_maxrss: that keeps the parent's peak across the exec (pytest's)
-        "print([int(x.split()[1]) // 1024 for x in open('/proc/self/status')\n"
-        "       if x.startswith('VmHWM')][0])\n"
+        "print(f.status, f.score is not None, f.exact)\n" + PRINT_PEAK_MIB
     )
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     done = subprocess.run(
@@ -361,10 +360,7 @@ def test_signals_while_the_copies_are_removed_wait_until_they_are_gone(tmp_path:
 def test_a_member_gone_from_its_archive_since_it_was_listed_is_named(
     tmp_path: Path, own_tmp: Path
 ) -> None:
-    arc = tmp_path / "x.tar"
-    write(tmp_path / "src/m.txt", text(93, 3000))
-    with tarfile.open(arc, "w") as tar:
-        tar.add(tmp_path / "src/m.txt", arcname="m.txt")
+    arc = _tar_of(tmp_path / "x.tar", {"m.txt": text(93, 3000)})
     warnings: list[sif.ScanWarning] = []
     with members.Members() as got:
         got.read(

@@ -19,6 +19,7 @@ from sif.errors import ConfigError
 from sif.passages import explain_arrays
 from sif.similar import exact_containment, window_set
 from textgen import text
+from treeutil import PRINT_PEAK_MIB
 
 
 def test_spliced_passages_are_found_exactly_once_each_with_their_offsets(tmp_path: Path) -> None:
@@ -292,9 +293,7 @@ def test_files_of_two_kinds_are_refused_before_either_is_read_whole(tmp_path: Pa
         "try:\n"
         "    explain(sys.argv[1], sys.argv[2])\n"
         "except ConfigError as e:\n"
-        "    print(e)\n"
-        "print([int(x.split()[1]) // 1024 for x in open('/proc/self/status')\n"
-        "       if x.startswith('VmHWM')][0])\n"
+        "    print(e)\n" + PRINT_PEAK_MIB
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(big), str(tmp_path / "a.txt")],

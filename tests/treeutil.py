@@ -86,3 +86,11 @@ def fill(where: Path, name: str = "filler", leave: int = 0) -> Path:
     if leave:
         os.truncate(path, max(0, path.stat().st_size - leave))
     return path
+
+
+#: A line of a child's ``python -c`` code printing its own peak RSS in MiB: VmHWM, not
+#: ``ru_maxrss``, which keeps the parent's peak (pytest's) across fork and exec.
+PRINT_PEAK_MIB = (
+    "print([int(x.split()[1]) // 1024 for x in open('/proc/self/status')"
+    " if x.startswith('VmHWM')][0])\n"
+)
