@@ -84,6 +84,37 @@ def test_commits_in_a_thread_give_the_index_of_commits_inline(
     assert segment_content(tmp_path / "threaded") == content
 
 
+def test_a_checkpoint_comes_at_a_count_of_fingerprint_rows_as_well_as_of_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files of many fingerprints reach the rows' limit long before the entries'; files of
+    few (a tree of small files) reach neither, and the run commits once: one segment,
+    nothing to merge at its end."""
+    from sif.index import build
+
+    _tree(tmp_path / "t")  # 60 files of 3,000 bytes: about 12 fingerprints each
+    whole = build_index([tmp_path / "t"], tmp_path / "whole", jobs=1)
+    rows = sum(int(n) for n in _n_fp(tmp_path / "whole"))
+    monkeypatch.setattr(build, "BATCH_FILES", 3)
+    monkeypatch.setattr(build, "CHECKPOINT_ENTRIES", 1 << 16)
+    monkeypatch.setattr(build, "CHECKPOINT_ROWS", rows // 10)
+    by_rows = build_index([tmp_path / "t"], tmp_path / "by_rows", jobs=1)
+    monkeypatch.setattr(build, "CHECKPOINT_ROWS", rows + 1)
+    once = build_index([tmp_path / "t"], tmp_path / "once", jobs=1)
+    assert whole.commits == 1 and once.commits == 1
+    assert 9 <= by_rows.commits <= 11  # a commit about every tenth of the rows
+    assert segment_content(tmp_path / "by_rows") == segment_content(tmp_path / "whole")
+    assert segment_content(tmp_path / "once") == segment_content(tmp_path / "whole")
+
+
+def _n_fp(idx: Path) -> list[int]:
+    store = open_store(idx)
+    try:
+        return [int(n) for (n,) in store.catalog().execute("SELECT n_fp FROM files").fetchall()]
+    finally:
+        store.close()
+
+
 def test_a_commit_that_fails_in_the_thread_fails_the_run_and_keeps_the_commits_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

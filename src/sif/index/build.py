@@ -9,9 +9,10 @@ files are read. A file gives one or more entries (its content views,
 :func:`sif.index.scan.scan_entries`: archive members, decompressed content);
 a changed file is read whole again and all its old entries are dropped. They
 are read on ``jobs`` processes (:func:`sif.executors.local.shared_map`) and
-committed in checkpoints, every :data:`CHECKPOINT_BYTES` read or
-:data:`CHECKPOINT_SECONDS`, so a run killed at any moment keeps the work of
-its finished checkpoints and the next run does the rest. With two jobs or
+committed in checkpoints, every :data:`CHECKPOINT_BYTES` read,
+:data:`CHECKPOINT_ROWS` fingerprints or :data:`CHECKPOINT_SECONDS`, so a run
+killed at any moment keeps the work of its finished checkpoints and the next
+run does the rest. With two jobs or
 more, a checkpoint is committed in a thread while the next one is collected
 (:mod:`sif.index.committing`).
 """
@@ -58,13 +59,20 @@ from sif.walk import RecordColumns, WalkOptions
 
 #: Commit after this many bytes read...
 CHECKPOINT_BYTES = 256 << 20
+#: ... or this many fingerprint rows (a commit sorts and writes them: its arrays are
+#: most of what a checkpoint costs at the run's peak; the 100 k tree's entries hold ~43
+#: each, so about 24 k entries a checkpoint there)...
+CHECKPOINT_ROWS = 1 << 20
 #: ... or this many entries (what waits for a commit is a few hundred bytes an entry as
-#: columns, :class:`Entries`: ~380 B with its ~43 fingerprints on the 100 k tree, ~6 MB
-#: for 16 k entries, and the fingerprints of 256 MiB read, ~5 MB, at most besides; twice
-#: with two jobs or more, as one checkpoint
-#: commits in a thread while the next is collected; 32 k entries saved ~1% of a run of
-#: the 100 k tree and cost 37 MB more at its peak: the commit's arrays)...
-CHECKPOINT_ENTRIES = 16384
+#: columns, :class:`Entries`: ~380 B with its ~43 fingerprints on the 100 k tree, and
+#: the fingerprints of 256 MiB read, ~5 MB, at most besides; twice with two jobs or
+#: more, as one checkpoint commits in a thread while the next is collected). The rows
+#: bind first but on files of a few fingerprints. A count of entries alone (16 k) made
+#: a fresh index of 20 k small files (20 fingerprints each) two segments, which its end
+#: then merged: 0.24 s of a 0.87 s run. On 150 k files of 10-120 bytes (one fingerprint
+#: or none), where this count binds, the run's summed peak was 235 MB at 16 k entries,
+#: 254-257 MB at 32 k and 273-286 MB at 64 k...
+CHECKPOINT_ENTRIES = 1 << 15
 #: ... or this many seconds, whichever comes first.
 CHECKPOINT_SECONDS = 30.0
 #: The small-file tier (Manber, section 6: "each file needs at least 10-20
@@ -347,7 +355,7 @@ def build_index(
         progress.stage("fingerprinting", todo_bytes, unit="bytes")
         pending = Entries()
         dropped: list[int] = []
-        pending_bytes = 0
+        pending_bytes = pending_rows = 0
 
         def committing() -> Committer:
             """The run's committer, made at its first use (with the store, if deferred)."""
@@ -410,16 +418,18 @@ def build_index(
             stats.bytes_read += read
             stats.read_rows.extend(rows)
             pending_bytes += sum(batch.entries.size)
+            pending_rows += sum(batch.entries.n_fp)
             pending.extend(batch.entries)
             progress.advance(read)
             if (
                 pending_bytes >= checkpoint_bytes
+                or pending_rows >= CHECKPOINT_ROWS
                 or len(pending) >= CHECKPOINT_ENTRIES
                 or time.monotonic() - last >= checkpoint_seconds
             ):
                 committing().commit(pending, dropped)  # in a thread with two jobs or more
                 stats.commits += 1
-                pending, dropped, pending_bytes = Entries(), [], 0
+                pending, dropped, pending_bytes, pending_rows = Entries(), [], 0, 0
                 last = time.monotonic()
         committing().wait()
         assert store is not None

@@ -2,7 +2,7 @@
 
 With two jobs or more, ``sif index`` is a coordinator: its workers read and
 fingerprint, and this process collects their entries and commits them, a
-checkpoint at a time (:data:`sif.index.build.CHECKPOINT_ENTRIES`). A commit
+checkpoint at a time (:data:`sif.index.build.CHECKPOINT_ROWS`). A commit
 (the segment's sort and files, the catalog's transaction, fsyncs) took this
 process 0.15-0.25 s for 16 k files, during which it handed out no work: the
 workers ran dry after the two batches each they hold, and on a tree of 100 k
