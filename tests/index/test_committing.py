@@ -87,22 +87,25 @@ def test_commits_in_a_thread_give_the_index_of_commits_inline(
 def test_a_checkpoint_comes_at_a_count_of_fingerprint_rows_as_well_as_of_entries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Files of many fingerprints reach the rows' limit long before the entries'; files of
-    few (a tree of small files) reach neither, and the run commits once: one segment,
-    nothing to merge at its end."""
+    """A run commits once its pending entries hold the rows' limit, however few entries
+    they are (each batch of 3 files here: 60 files, 20 batches, each over a limit of one
+    row, then the run's last commit); the rows are counted across batches, so a limit of
+    all of them is reached with the last batch: one segment, nothing to merge at the
+    end. Neither depends on the order in which the walk meets the files."""
     from sif.index import build
 
-    _tree(tmp_path / "t")  # 60 files of 3,000 bytes: about 12 fingerprints each
+    _tree(tmp_path / "t")  # 60 files of 3,000 bytes: 32-45 fingerprints each
     whole = build_index([tmp_path / "t"], tmp_path / "whole", jobs=1)
-    rows = sum(int(n) for n in _n_fp(tmp_path / "whole"))
+    rows = sum(_n_fp(tmp_path / "whole"))
     monkeypatch.setattr(build, "BATCH_FILES", 3)
     monkeypatch.setattr(build, "CHECKPOINT_ENTRIES", 1 << 16)
-    monkeypatch.setattr(build, "CHECKPOINT_ROWS", rows // 10)
+    monkeypatch.setattr(build, "CHECKPOINT_ROWS", 1)
     by_rows = build_index([tmp_path / "t"], tmp_path / "by_rows", jobs=1)
-    monkeypatch.setattr(build, "CHECKPOINT_ROWS", rows + 1)
+    monkeypatch.setattr(build, "CHECKPOINT_ROWS", rows)  # reached with the last batch only
     once = build_index([tmp_path / "t"], tmp_path / "once", jobs=1)
-    assert whole.commits == 1 and once.commits == 1
-    assert 9 <= by_rows.commits <= 11  # a commit about every tenth of the rows
+    assert whole.commits == 1 and by_rows.commits == 20 + 1
+    assert once.commits == 2  # at the last batch, then the run's own (nothing pending)
+    assert len(os.listdir(tmp_path / "once" / "segments")) == 1
     assert segment_content(tmp_path / "by_rows") == segment_content(tmp_path / "whole")
     assert segment_content(tmp_path / "once") == segment_content(tmp_path / "whole")
 
