@@ -438,8 +438,11 @@ def run(root: Path, commands: list[str], work: Path | None = None, cold: bool = 
 
 def compare(small: Path, large: Path) -> None:
     """The issue's targets from two runs' JSON: time ratio, memory, incremental share."""
-    a = json.loads((small.parent / f"{small.name}.run.json").read_text())
-    b = json.loads((large.parent / f"{large.name}.run.json").read_text())
+    runs = [tree.parent / f"{tree.name}.run.json" for tree in (small, large)]
+    for run_json in runs:
+        if not run_json.exists():
+            raise SystemExit(f"{run_json}: no figures (give the trees, as to run, not --work)")
+    a, b = (json.loads(run_json.read_text()) for run_json in runs)
     fa, fb = a["params"]["files"], b["params"]["files"]
     ra = {r["command"]: r for r in a["rows"]}
     print(f"{fa:,} -> {fb:,} files (x{fb / fa:.0f})")
