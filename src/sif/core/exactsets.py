@@ -53,7 +53,8 @@ DISTINCT_STEP = 1 << 20
 def _distinct_in_place(s: I64) -> I64:
     """The distinct values of the sorted ``s``, moved to its front a step at a time (no
     mask or copy of the whole: a value is written at or before where it was read);
-    a copy when that frees an eighth or more of ``s``."""
+    when that frees an eighth or more of ``s``, ``s`` itself shrunk to them if it owns
+    its buffer (the caller keeps no other reference to it), else a copy."""
     n = len(s)
     w = 0
     last = None
@@ -66,7 +67,15 @@ def _distinct_in_place(s: I64) -> I64:
         kept = part[keep]
         s[w : w + len(kept)] = kept
         w += len(kept)
-    return s[:w] if w > n - n // 8 else s[:w].copy()
+    if w > n - n // 8:
+        return s[:w]
+    if s.base is None and s.flags.owndata:
+        # Shrunk where it lies (a realloc: a large buffer's tail is unmapped), not copied:
+        # the copy held both (a 100 MB query: 800 MB of values, then 640 MB of set).
+        # No view of ``s`` is left (each step above was copied): none can dangle.
+        s.resize(w, refcheck=False)
+        return s
+    return s[:w].copy()
 
 
 def _window_values(arr: U8, window: int, shift: int) -> I64:
