@@ -76,16 +76,17 @@ def test_a_set_of_repeated_windows_is_shrunk_where_it_lies_not_copied() -> None:
     rng = np.random.default_rng(3)
     half = rng.integers(97, 123, 4 << 20, dtype=np.uint8)
     arr = np.concatenate([half, half])
-    exactsets.window_set(arr[: 1 << 16], jit=False)  # power tables of a step made
+    # A whole step's power tables made first, whatever ran before (they are kept).
+    exactsets.window_set(arr[: 2 << 20], jit=False)
     tracemalloc.start()
     try:
         s = exactsets.window_set(arr, jit=False)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert np.array_equal(s, whole(arr, exactsets.WINDOW, 0)) and s.flags.owndata
+    assert np.array_equal(s, whole(arr, exactsets.WINDOW, 0))
     assert len(s) < len(arr) // 2 + exactsets.WINDOW  # the repeat's windows: none new
-    assert peak < 8 * len(arr) + (48 << 20), peak  # 61 MB over 8 bytes a byte before
+    assert peak < 8 * len(arr) + (32 << 20), peak  # 21 MB over 8 bytes a byte; 45 before
 
 
 @settings(deadline=None, max_examples=100)
