@@ -12,9 +12,8 @@ are read on ``jobs`` processes (:func:`sif.executors.local.shared_map`) and
 committed in checkpoints, every :data:`CHECKPOINT_BYTES` read,
 :data:`CHECKPOINT_ROWS` fingerprints or :data:`CHECKPOINT_SECONDS`, so a run
 killed at any moment keeps the work of its finished checkpoints and the next
-run does the rest. With two jobs or
-more, a checkpoint is committed in a thread while the next one is collected
-(:mod:`sif.index.committing`).
+run does the rest. With two jobs or more, a checkpoint is committed in a
+thread while the next one is collected (:mod:`sif.index.committing`).
 """
 
 from __future__ import annotations
@@ -69,9 +68,9 @@ CHECKPOINT_ROWS = 1 << 20
 #: more, as one checkpoint commits in a thread while the next is collected). The rows
 #: bind first but on files of a few fingerprints. A count of entries alone (16 k) made
 #: a fresh index of 20 k small files (20 fingerprints each) two segments, which its end
-#: then merged: 0.24 s of a 0.87 s run. On 150 k files of 10-120 bytes (one fingerprint
-#: or none), where this count binds, the run's summed peak was 235 MB at 16 k entries,
-#: 254-257 MB at 32 k and 273-286 MB at 64 k...
+#: then merged: 0.80 s (median of 10) against 0.71 s as one. On 150 k files of 10-120
+#: bytes (one fingerprint or none), where this count binds, the run's summed peak was
+#: 235 MB at 16 k entries, 254-257 MB at 32 k and 273-286 MB at 64 k...
 CHECKPOINT_ENTRIES = 1 << 15
 #: ... or this many seconds, whichever comes first.
 CHECKPOINT_SECONDS = 30.0

@@ -7,9 +7,9 @@ checkpoint at a time (:data:`sif.index.build.CHECKPOINT_ROWS`). A commit
 process 0.15-0.25 s for 16 k files, during which it handed out no work: the
 workers ran dry after the two batches each they hold, and on a tree of 100 k
 files the run's seven commits (of 16 k entries, as checkpoints were then) were
-1.5 of its 6.1 s. Nearly all of a commit
-leaves the GIL (numpy's sort, DuckDB, writes and fsyncs), so a thread commits
-one checkpoint while this process goes on collecting the next.
+1.5 of its 6.1 s. Nearly all of a commit leaves the GIL (numpy's sort, DuckDB,
+writes and fsyncs), so a thread commits one checkpoint while this process goes
+on collecting the next.
 
 One thread for the run, fed through a first-in, first-out queue: commits run
 one at a time, in the run's order. Whether a commit is still in flight is
