@@ -11,6 +11,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -385,27 +386,36 @@ def _handlers() -> tuple[object, ...]:
     return tuple(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 
+def _ctrl_c_then(real: Any) -> Any:
+    """``real`` preceded by a Ctrl-C sent to this process (handled at its next bytecode)."""
+    import signal
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    return call
+
+
+def _compare_interrupted(at: Path, bz: Path, idx: Path) -> None:
+    """``compare_trees`` ends by the caller's Ctrl-C, with every handler as it was."""
+    before = _handlers()
+    with pytest.raises(KeyboardInterrupt):
+        sif.compare_trees(at, bz, idx)
+    assert _handlers() == before
+
+
 def test_a_ctrl_c_while_the_directory_is_made_is_a_keyboard_interrupt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_tmp: Path
 ) -> None:
     """Noted while mkdtemp ran, it came out as sif's private _Ended(2), a traceback and
     exit 1 in the CLI; now the caller's Ctrl-C handler has it, after the directory is
     named (and so removed)."""
-    import signal
 
     monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
     at, bz = _two_archives(tmp_path)
-    real = tempfile.mkdtemp
-
-    def mkdtemp(*args, **kwargs):  # type: ignore[no-untyped-def]
-        os.kill(os.getpid(), signal.SIGINT)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
-    before = _handlers()
-    with pytest.raises(KeyboardInterrupt):
-        sif.compare_trees(at, bz, tmp_path / "idx")
-    assert _handlers() == before
+    monkeypatch.setattr(tempfile, "mkdtemp", _ctrl_c_then(tempfile.mkdtemp))
+    _compare_interrupted(at, bz, tmp_path / "idx")
     assert _spools(own_tmp) == []
 
 
@@ -416,7 +426,6 @@ def test_a_ctrl_c_during_the_removal_after_an_error_is_not_lost(
     dropped ('one on its way suffices') and the CLI said 'error', exit 3; now the Ctrl-C
     is the caller's, after the removal."""
     import shutil
-    import signal
 
     from sif.compare import passes
 
@@ -426,18 +435,9 @@ def test_a_ctrl_c_during_the_removal_after_an_error_is_not_lost(
     def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("boom in pass 1")
 
-    real_rmtree = shutil.rmtree
-
-    def rmtree(*args, **kwargs):  # type: ignore[no-untyped-def]
-        os.kill(os.getpid(), signal.SIGINT)
-        return real_rmtree(*args, **kwargs)
-
     monkeypatch.setattr(passes, "_changed", failing)
-    monkeypatch.setattr(members.shutil, "rmtree", rmtree)
-    before = _handlers()
-    with pytest.raises(KeyboardInterrupt):
-        sif.compare_trees(at, bz, tmp_path / "idx")
-    assert _handlers() == before
+    monkeypatch.setattr(members.shutil, "rmtree", _ctrl_c_then(shutil.rmtree))
+    _compare_interrupted(at, bz, tmp_path / "idx")
     assert _spools(own_tmp) == []
 
 
@@ -451,21 +451,17 @@ def test_a_ctrl_c_during_the_removal_waits_when_sigterm_and_sighup_are_the_calle
 
     monkeypatch.setattr(members, "MEMBER_MEMORY", 0)
     at, bz = _two_archives(tmp_path)
-    real_rmtree = shutil.rmtree
+    real_rmtree = _ctrl_c_then(shutil.rmtree)
     removed: list[bool] = []
 
     def rmtree(*args, **kwargs):  # type: ignore[no-untyped-def]
-        os.kill(os.getpid(), signal.SIGINT)
         real_rmtree(*args, **kwargs)
         removed.append(True)
 
     monkeypatch.setattr(members.shutil, "rmtree", rmtree)
     old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        before = _handlers()
-        with pytest.raises(KeyboardInterrupt):
-            sif.compare_trees(at, bz, tmp_path / "idx")
-        assert _handlers() == before
+        _compare_interrupted(at, bz, tmp_path / "idx")
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -48,21 +48,27 @@ def test_steps_give_the_set_of_all_windows(
     assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
+def _set_and_peak(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """The numpy form's S(arr) and the peak of the memory it traced making it, a whole
+    step's power tables made first (they are kept: whatever ran before, they are out)."""
+    import tracemalloc
+
+    exactsets.window_set(arr[: 2 << 20], jit=False)
+    tracemalloc.start()
+    try:
+        s = exactsets.window_set(arr, jit=False)
+        return s, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_large_input_keeps_few_bytes_beside_its_set() -> None:
     """8 MB of text: the set's 8 bytes a window, plus a step's temporaries (a few MB);
     in one go it held about 40 bytes a byte (the values, the prefix sums, the products,
     the sort's copy, the mask and the power tables of 16 M entries)."""
-    import tracemalloc
-
     rng = np.random.default_rng(2)
     arr = rng.integers(97, 123, 8 << 20, dtype=np.uint8)
-    exactsets.window_set(arr[: 1 << 16], jit=False)  # power tables of a step made
-    tracemalloc.start()
-    try:
-        s = exactsets.window_set(arr, jit=False)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    s, peak = _set_and_peak(arr)
     assert len(s) == len(arr) - exactsets.WINDOW + 1  # random text: every window distinct
     assert peak < 8 * len(arr) + (48 << 20), peak
 
@@ -71,19 +77,10 @@ def test_a_set_of_repeated_windows_is_shrunk_where_it_lies_not_copied() -> None:
     """8 MB of text whose second half repeats the first: its set is half its windows. The
     values were copied to a new array of the set's length (both held at once: 32 MB more
     here, 640 MB for a 100 MB query); the array of the values is now shrunk to it."""
-    import tracemalloc
-
     rng = np.random.default_rng(3)
     half = rng.integers(97, 123, 4 << 20, dtype=np.uint8)
     arr = np.concatenate([half, half])
-    # A whole step's power tables made first, whatever ran before (they are kept).
-    exactsets.window_set(arr[: 2 << 20], jit=False)
-    tracemalloc.start()
-    try:
-        s = exactsets.window_set(arr, jit=False)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    s, peak = _set_and_peak(arr)
     assert np.array_equal(s, whole(arr, exactsets.WINDOW, 0))
     assert len(s) < len(arr) // 2 + exactsets.WINDOW  # the repeat's windows: none new
     assert peak < 8 * len(arr) + (32 << 20), peak  # 21 MB over 8 bytes a byte; 45 before
